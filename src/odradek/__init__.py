@@ -1,0 +1,3 @@
+"""odradek: a distributed commit log that speaks the Apache Kafka wire protocol."""
+
+__version__ = "0.1.0"
