@@ -1,0 +1,464 @@
+"""Broker configuration with Apache Kafka's key names and defaults.
+
+Sources, later ones winning: built-in defaults, a ``server.properties``-style file
+(``key=value`` lines, ``#`` and ``!`` comments, as Java's Properties reads them), and
+``--override key=value`` pairs from the command line. Unknown keys and bad values raise
+:class:`ConfigError` with a one-line message naming the key, so the CLI can print it
+without a traceback.
+
+The broker-wide ``log.*`` keys are the defaults for every topic; they map onto the
+topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka maps them
+(``log.segment.bytes`` -> ``segment.bytes``, ``log.roll.ms`` -> ``segment.ms``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str  # "int", "long", "double", "bool", "string", "list", "password"
+    default: Any
+    doc: str
+    validator: Callable[[Any], str | None] | None = None
+    # Broker keys that set a topic default: the topic-level name they map to.
+    topic_key: str | None = None
+    read_only: bool = True  # dynamic broker configs (AlterConfigs on a broker) are the exceptions
+
+
+def _at_least(minimum: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value >= minimum else f"must be at least {minimum}"
+
+    return check
+
+
+def _between(low: float, high: float) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if low <= value <= high else f"must be between {low} and {high}"
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}"
+
+    return check
+
+
+def _cleanup_policy(value: Any) -> str | None:
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        return "must be a list of delete and/or compact"
+    return None
+
+
+_KEYS: list[ConfigKey] = [
+    # Identity and listeners.
+    ConfigKey("broker.id", "int", 0, "This broker's id.", _at_least(0)),
+    ConfigKey("node.id", "int", -1, "Alias of broker.id (KRaft name); -1 means use broker.id."),
+    ConfigKey(
+        "listeners",
+        "string",
+        "PLAINTEXT://127.0.0.1:9092",
+        "Where the broker listens. Only PLAINTEXT is supported.",
+    ),
+    ConfigKey(
+        "advertised.listeners",
+        "string",
+        "",
+        "What clients are told to connect to; defaults to listeners.",
+    ),
+    ConfigKey("broker.rack", "string", "", "Rack of this broker, for rack-aware placement."),
+    ConfigKey("cluster.id", "string", "", "Cluster id; generated and persisted when empty."),
+    # Storage.
+    ConfigKey("log.dirs", "string", "", "Data directory (one). Overrides log.dir."),
+    ConfigKey("log.dir", "string", "odradek-data", "Data directory used when log.dirs is empty."),
+    ConfigKey(
+        "log.segment.bytes", "int", 1073741824, "Segment size.", _at_least(14), "segment.bytes"
+    ),
+    ConfigKey("log.roll.ms", "long", None, "Segment age before a roll.", None, "segment.ms"),
+    ConfigKey("log.roll.hours", "int", 168, "Segment age in hours.", _at_least(1)),
+    ConfigKey(
+        "log.index.size.max.bytes",
+        "int",
+        10485760,
+        "Max index file size.",
+        _at_least(4),
+        "segment.index.bytes",
+    ),
+    ConfigKey(
+        "log.index.interval.bytes",
+        "int",
+        4096,
+        "Bytes between offset index entries.",
+        _at_least(0),
+        "index.interval.bytes",
+    ),
+    ConfigKey("log.retention.ms", "long", None, "Retention time.", None, "retention.ms"),
+    ConfigKey("log.retention.minutes", "int", None, "Retention time in minutes."),
+    ConfigKey("log.retention.hours", "int", 168, "Retention time in hours."),
+    ConfigKey(
+        "log.retention.bytes", "long", -1, "Retention size per partition.", None, "retention.bytes"
+    ),
+    ConfigKey(
+        "log.retention.check.interval.ms",
+        "long",
+        300000,
+        "How often retention runs.",
+        _at_least(1),
+    ),
+    ConfigKey(
+        "log.cleanup.policy",
+        "list",
+        "delete",
+        "Default cleanup policy.",
+        _cleanup_policy,
+        "cleanup.policy",
+    ),
+    ConfigKey(
+        "log.flush.interval.messages",
+        "long",
+        LONG_MAX,
+        "Messages before an fsync.",
+        _at_least(1),
+        "flush.messages",
+    ),
+    ConfigKey("log.flush.interval.ms", "long", None, "Time before an fsync.", None, "flush.ms"),
+    ConfigKey(
+        "log.flush.scheduler.interval.ms",
+        "long",
+        LONG_MAX,
+        "How often the flusher checks logs.",
+    ),
+    ConfigKey(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often recovery points are checkpointed.",
+        _at_least(0),
+    ),
+    ConfigKey(
+        "log.segment.delete.delay.ms",
+        "long",
+        60000,
+        "Delay before a deleted segment's files are removed.",
+        _at_least(0),
+        "file.delete.delay.ms",
+    ),
+    ConfigKey(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "Timestamp type of appended records.",
+        _one_of("CreateTime", "LogAppendTime"),
+        "message.timestamp.type",
+    ),
+    ConfigKey("log.cleaner.enable", "bool", True, "Run the log cleaner (compaction)."),
+    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads.", _at_least(0)),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when idle.", _at_least(0)),
+    ConfigKey(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        86400000,
+        "How long tombstones are kept.",
+        _at_least(0),
+        "delete.retention.ms",
+    ),
+    ConfigKey(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        0.5,
+        "Dirty ratio that makes a log cleanable.",
+        _between(0, 1),
+        "min.cleanable.dirty.ratio",
+    ),
+    ConfigKey(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        0,
+        "Minimum age before a record may be compacted.",
+        _at_least(0),
+        "min.compaction.lag.ms",
+    ),
+    ConfigKey(
+        "message.max.bytes",
+        "int",
+        1048588,
+        "Largest record batch accepted.",
+        _at_least(0),
+        "max.message.bytes",
+    ),
+    ConfigKey(
+        "compression.type",
+        "string",
+        "producer",
+        "Compression of stored batches.",
+        _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        "compression.type",
+    ),
+    ConfigKey(
+        "min.insync.replicas",
+        "int",
+        1,
+        "Replicas that must acknowledge acks=all.",
+        _at_least(1),
+        "min.insync.replicas",
+    ),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        "bool",
+        False,
+        "Allow electing an out-of-sync replica.",
+        None,
+        "unclean.leader.election.enable",
+    ),
+    # Topics.
+    ConfigKey("num.partitions", "int", 1, "Partitions of auto-created topics.", _at_least(1)),
+    ConfigKey(
+        "default.replication.factor", "int", 1, "Replication factor of new topics.", _at_least(1)
+    ),
+    ConfigKey("auto.create.topics.enable", "bool", True, "Create topics on first metadata use."),
+    ConfigKey("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    # Network.
+    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame.", _at_least(1)),
+    ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    ConfigKey(
+        "queued.max.requests", "int", 500, "In-flight requests per connection.", _at_least(1)
+    ),
+    ConfigKey(
+        "num.network.threads", "int", 3, "Accepted for compatibility; one event loop serves."
+    ),
+    ConfigKey("num.io.threads", "int", 8, "Threads for blocking storage work.", _at_least(1)),
+    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response.", _at_least(1024)),
+    ConfigKey(
+        "group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's first rebalance."
+    ),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
+    ConfigKey("group.max.size", "int", 2**31 - 1, "Most members in one group.", _at_least(1)),
+    ConfigKey(
+        "offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", _at_least(1)
+    ),
+    ConfigKey("offsets.topic.replication.factor", "int", 3, "Replicas of __consumer_offsets."),
+    ConfigKey(
+        "offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets."
+    ),
+    ConfigKey("offsets.retention.minutes", "int", 10080, "Offsets of empty groups expire after."),
+    ConfigKey("offsets.retention.check.interval.ms", "long", 600000, "How often offsets expire."),
+    ConfigKey("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata."),
+    ConfigKey(
+        "transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire after."
+    ),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after."),
+    ConfigKey(
+        "transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."
+    ),
+    ConfigKey(
+        "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
+    ),
+    ConfigKey("zookeeper.connect", "string", "", "ZooKeeper for clusters; empty = embedded."),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
+    ConfigKey("controlled.shutdown.enable", "bool", True, "Move leadership away before stopping."),
+]
+
+KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
+
+_TRUE = {"true"}
+_FALSE = {"false"}
+
+
+def parse_value(key: ConfigKey, raw: str) -> Any:
+    """Turn the text form of a value into its typed form, or raise ConfigError."""
+    text = raw.strip()
+    try:
+        if key.type in ("int", "long"):
+            value: Any = int(text)
+            limit = 2**31 - 1 if key.type == "int" else LONG_MAX
+            if not -limit - 1 <= value <= limit:
+                raise ValueError
+        elif key.type == "double":
+            value = float(text)
+        elif key.type == "bool":
+            lowered = text.lower()
+            if lowered not in _TRUE | _FALSE:
+                raise ValueError
+            value = lowered in _TRUE
+        else:
+            value = text
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {key.name}: expected {key.type}") from None
+    if key.validator is not None:
+        problem = key.validator(value)
+        if problem:
+            raise ConfigError(f"invalid value {raw!r} for {key.name}: {problem}")
+    return value
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style .properties file (the subset Kafka's configs use)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    props: dict[str, str] = {}
+    pending = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        stripped = pending + stripped
+        pending = ""
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
+        if not match:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
+        props[match.group(1)] = match.group(2)
+    return props
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``['key=value', ...]`` from ``--override`` flags."""
+    props: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects key=value, got {pair!r}")
+        props[key.strip()] = value
+    return props
+
+
+class BrokerConfig:
+    """Typed, validated broker settings. Attribute access uses Kafka's names via ``get``."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self._values: dict[str, Any] = {k.name: k.default for k in _KEYS}
+        self.originals: dict[str, str] = {}
+        for name, raw in (props or {}).items():
+            self.set(name, raw)
+        self._check_listeners()
+
+    @classmethod
+    def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(read_properties(path))
+        props.update(parse_overrides(overrides or []))
+        return cls(props)
+
+    def set(self, name: str, raw: str) -> None:
+        key = KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"unknown config key {name!r}")
+        self._values[name] = parse_value(key, raw)
+        self.originals[name] = raw
+
+    def get(self, name: str) -> Any:
+        return self._values[name]
+
+    def is_default(self, name: str) -> bool:
+        return name not in self.originals
+
+    # Derived settings -------------------------------------------------------------
+
+    @property
+    def broker_id(self) -> int:
+        node_id = self._values["node.id"]
+        return node_id if node_id >= 0 else self._values["broker.id"]
+
+    @property
+    def data_dir(self) -> Path:
+        dirs = self._values["log.dirs"] or self._values["log.dir"]
+        first = dirs.split(",")[0].strip()
+        if "," in dirs:
+            # One log dir per broker keeps the checkpoint files simple; scale out with brokers.
+            raise ConfigError("log.dirs: only one data directory per broker is supported")
+        return Path(first)
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return _parse_listener("listeners", self._values["listeners"])
+
+    @property
+    def advertised_listener(self) -> tuple[str, int]:
+        raw = self._values["advertised.listeners"]
+        return _parse_listener("advertised.listeners", raw) if raw else self.listener
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self._values["zookeeper.connect"]
+
+    def _check_listeners(self) -> None:
+        self.listener  # noqa: B018 - validates on construction
+        if self._values["advertised.listeners"]:
+            self.advertised_listener  # noqa: B018
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The topic-level config defaults this broker's ``log.*`` keys imply."""
+        out: dict[str, str] = {}
+        for key in _KEYS:
+            value = self._values[key.name]
+            if key.topic_key is None or value is None:
+                continue
+            out[key.topic_key] = _to_text(value)
+        out["retention.ms"] = str(self._retention_ms())
+        out["segment.ms"] = str(
+            self._values["log.roll.ms"]
+            if self._values["log.roll.ms"] is not None
+            else self._values["log.roll.hours"] * 3600_000
+        )
+        if self._values["log.flush.interval.ms"] is None:
+            out["flush.ms"] = str(LONG_MAX)
+        return out
+
+    def _retention_ms(self) -> int:
+        if self._values["log.retention.ms"] is not None:
+            return self._values["log.retention.ms"]
+        if self._values["log.retention.minutes"] is not None:
+            return self._values["log.retention.minutes"] * 60_000
+        return self._values["log.retention.hours"] * 3600_000
+
+    def describe(self) -> list[tuple[ConfigKey, str | None]]:
+        """Every key with its current value as text, for DescribeConfigs on the broker."""
+        return [
+            (key, None if self._values[key.name] is None else _to_text(self._values[key.name]))
+            for key in _KEYS
+        ]
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse_listener(name: str, raw: str) -> tuple[str, int]:
+    first = raw.split(",")[0].strip()
+    match = re.fullmatch(r"(?:([A-Za-z_]+)://)?(\[[^\]]*\]|[^:]*):(\d+)", first)
+    if not match:
+        raise ConfigError(f"invalid value {raw!r} for {name}: expected PLAINTEXT://host:port")
+    protocol = (match.group(1) or "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        raise ConfigError(
+            f"invalid value {raw!r} for {name}: only PLAINTEXT listeners are supported"
+        )
+    host = match.group(2).strip("[]") or "0.0.0.0"
+    port = int(match.group(3))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"invalid value {raw!r} for {name}: port out of range")
+    return host, port

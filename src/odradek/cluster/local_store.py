@@ -1,0 +1,168 @@
+"""The embedded default's metadata store: one JSON file in the data directory.
+
+``<data_dir>/odradek-metadata.json`` holds the cluster id and every topic with its id,
+partition count and config overrides. It is rewritten atomically (temp file, fsync,
+rename, fsync of the directory) on every change, so a crash leaves either the old or the
+new version. With a single broker, that broker leads every partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from odradek.cluster.metadata import (
+    BrokerInfo,
+    MetadataError,
+    MetadataStore,
+    PartitionAssignment,
+    TopicMetadata,
+    validate_topic_name,
+)
+
+FILE_NAME = "odradek-metadata.json"
+FORMAT_VERSION = 1
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class LocalMetadataStore(MetadataStore):
+    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+        self._path = data_dir / FILE_NAME
+        self._broker = broker
+        self._topics: dict[str, TopicMetadata] = {}
+        self._cluster_id = cluster_id or ""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if self._path.exists():
+            self._load()
+        if not self._cluster_id:
+            # Kafka uses 22-character base64 UUIDs; clients accept any stable string.
+            self._cluster_id = uuid.uuid4().hex[:22]
+            self._save()
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._broker]
+
+    def controller_id(self) -> int:
+        return self._broker.node_id
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._topics
+
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise MetadataError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        if num_partitions < 1:
+            raise MetadataError("INVALID_PARTITIONS", "number of partitions must be at least 1")
+        if replication_factor < 1:
+            raise MetadataError(
+                "INVALID_REPLICATION_FACTOR", "replication factor must be at least 1"
+            )
+        if replication_factor > 1:
+            raise MetadataError(
+                "INVALID_REPLICATION_FACTOR",
+                f"replication factor {replication_factor} is larger than the 1 available broker",
+            )
+        node = self._broker.node_id
+        topic = TopicMetadata(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions={
+                i: PartitionAssignment(replicas=[node], leader=node, isr=[node])
+                for i in range(num_partitions)
+            },
+            configs=dict(configs),
+        )
+        self._topics[name] = topic
+        self._save()
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self._topics:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        del self._topics[name]
+        self._save()
+
+    def add_partitions(self, name: str, total: int) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        current = len(topic.partitions)
+        if total <= current:
+            raise MetadataError(
+                "INVALID_PARTITIONS",
+                f"topic {name!r} has {current} partitions; the new count must be larger",
+            )
+        node = self._broker.node_id
+        for i in range(current, total):
+            topic.partitions[i] = PartitionAssignment(replicas=[node], leader=node, isr=[node])
+        self._save()
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        topic.configs = dict(configs)
+        self._save()
+
+    # Persistence ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        try:
+            doc = json.loads(self._path.read_text(encoding="utf-8"))
+            if doc.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unsupported format version {doc.get('version')!r}")
+            self._cluster_id = self._cluster_id or doc["cluster_id"]
+            node = self._broker.node_id
+            for entry in doc["topics"]:
+                self._topics[entry["name"]] = TopicMetadata(
+                    name=entry["name"],
+                    topic_id=uuid.UUID(entry["topic_id"]),
+                    partitions={
+                        i: PartitionAssignment(replicas=[node], leader=node, isr=[node])
+                        for i in range(int(entry["partitions"]))
+                    },
+                    configs={str(k): str(v) for k, v in entry.get("configs", {}).items()},
+                )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise MetadataError(
+                "UNKNOWN_SERVER_ERROR", f"cannot read {self._path}: {exc}"
+            ) from None
+
+    def _save(self) -> None:
+        doc = {
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
+                for t in sorted(self._topics.values(), key=lambda t: t.name)
+            ],
+        }
+        write_atomically(self._path, json.dumps(doc, indent=1).encode())
