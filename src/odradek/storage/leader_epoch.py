@@ -1,0 +1,263 @@
+"""Leader epoch cache: which leader epoch wrote which range of a partition's log.
+
+Each entry ``(epoch, start_offset)`` says that the leader of ``epoch`` wrote its first
+record at ``start_offset``; the epoch's records end where the next entry starts (or at
+the log end for the latest epoch). Followers truncate by asking the leader for the end
+offset of their latest epoch (OffsetForLeaderEpoch, KIP-101/KIP-279) instead of trusting
+the high watermark, and consumers use the same lookup to detect log truncation (KIP-320).
+
+On-disk format, file ``<partition dir>/leader-epoch-checkpoint`` (Kafka's text checkpoint)::
+
+    0                   <- format version
+    2                   <- number of entries
+    0 0                 <- "<epoch> <start offset>", ascending in both
+    3 1500
+
+The file is rewritten whole on every change: written to ``leader-epoch-checkpoint.tmp``,
+fsynced, renamed over the old one and the directory fsynced, so a crash leaves either the
+old or the new list, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from odradek.storage.errors import CorruptCheckpointError
+
+CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
+CHECKPOINT_VERSION = 0
+
+UNDEFINED_EPOCH = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH
+UNDEFINED_EPOCH_OFFSET = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH_OFFSET
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
+
+    Writes a sibling ``.tmp`` file, fsyncs it, renames it over ``path`` and fsyncs the
+    directory so the rename itself survives a power loss.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def parse_epoch_checkpoint(text: str, source: str) -> list[tuple[int, int]]:
+    """Parse the checkpoint text; raise CorruptCheckpointError naming ``source`` if malformed."""
+    lines = text.splitlines()
+    if not lines:
+        return []  # an empty file carries no entries (never produced by atomic_write)
+    try:
+        version = int(lines[0])
+    except ValueError:
+        raise CorruptCheckpointError(
+            f"{source}: first line {lines[0]!r} is not a version number"
+        ) from None
+    if version != CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(f"{source}: unsupported checkpoint version {version}")
+    try:
+        count = int(lines[1]) if len(lines) > 1 else -1
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise CorruptCheckpointError(f"{source}: second line must be the entry count")
+    body = lines[2:]
+    if len(body) != count:
+        raise CorruptCheckpointError(
+            f"{source}: header says {count} entries but the file has {len(body)}"
+        )
+    entries: list[tuple[int, int]] = []
+    for number, line in enumerate(body, start=3):
+        fields = line.split()
+        try:
+            if len(fields) != 2:
+                raise ValueError
+            epoch, start_offset = int(fields[0]), int(fields[1])
+        except ValueError:
+            raise CorruptCheckpointError(
+                f"{source}: line {number} {line!r} is not '<epoch> <start offset>'"
+            ) from None
+        if epoch < 0 or start_offset < 0:
+            raise CorruptCheckpointError(f"{source}: line {number} has a negative value")
+        entries.append((epoch, start_offset))
+    return entries
+
+
+def format_epoch_checkpoint(entries: list[tuple[int, int]]) -> bytes:
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines.extend(f"{epoch} {start_offset}" for epoch, start_offset in entries)
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+class LeaderEpochFileCache:
+    """Kafka's LeaderEpochFileCache: epoch -> start offset, persisted on every change.
+
+    Thread-safe: the Log appends under its own lock, but the broker's fetch path asks for
+    ``end_offset_for`` from other threads.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._entries: list[tuple[int, int]] = []
+        if self.path.exists():
+            text = self.path.read_text(encoding="ascii", errors="replace")
+            # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
+            # hand-edited or foreign file cannot leave the cache out of order.
+            for epoch, start_offset in parse_epoch_checkpoint(text, str(self.path)):
+                self._assign_in_memory(epoch, start_offset)
+
+    # -- queries ---------------------------------------------------------------------
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        """A copy of the ``(epoch, start_offset)`` entries, ascending."""
+        with self._lock:
+            return list(self._entries)
+
+    def latest_epoch(self) -> int | None:
+        with self._lock:
+            return self._entries[-1][0] if self._entries else None
+
+    def latest_entry(self) -> tuple[int, int] | None:
+        with self._lock:
+            return self._entries[-1] if self._entries else None
+
+    def earliest_entry(self) -> tuple[int, int] | None:
+        with self._lock:
+            return self._entries[0] if self._entries else None
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        """The start offset recorded for exactly ``epoch``, or None."""
+        with self._lock:
+            for entry_epoch, start_offset in self._entries:
+                if entry_epoch == epoch:
+                    return start_offset
+            return None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds ``offset`` (the last entry starting at or before it)."""
+        with self._lock:
+            found: int | None = None
+            for epoch, start_offset in self._entries:
+                if start_offset > offset:
+                    break
+                found = epoch
+            return found
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: ``(epoch, end_offset)`` for ``requested_epoch``.
+
+        - the latest epoch: ``(latest, log_end_offset)``;
+        - an epoch with a later entry: the largest known epoch <= requested, and the start
+          offset of the first epoch above the requested one;
+        - an epoch older than every entry: ``(requested, first entry's start offset)``,
+          because the older data is gone and the follower must start at our beginning;
+        - UNDEFINED_EPOCH requested, an epoch above all known, or no entries at all:
+          ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)``.
+        """
+        with self._lock:
+            if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if self._entries[-1][0] == requested_epoch:
+                return requested_epoch, log_end_offset
+            higher = next((e for e in self._entries if e[0] > requested_epoch), None)
+            if higher is None:
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            floor = None
+            for entry in self._entries:
+                if entry[0] > requested_epoch:
+                    break
+                floor = entry
+            if floor is None:
+                return requested_epoch, higher[1]
+            return floor[0], higher[1]
+
+    # -- updates ---------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``; persist if anything changed.
+
+        A no-op when ``epoch`` is already the latest with a start at or before
+        ``start_offset`` (every batch of an epoch calls this). Entries that would break
+        monotonicity (epoch >= the new one, or start offset >= the new one) are dropped
+        first, as Kafka does when a new leader's epoch overrides a diverged tail.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
+        with self._lock:
+            if self._assign_in_memory(epoch, start_offset):
+                self._persist()
+
+    def _assign_in_memory(self, epoch: int, start_offset: int) -> bool:
+        if self._entries:
+            latest_epoch, latest_start = self._entries[-1]
+            if latest_epoch == epoch and start_offset >= latest_start:
+                return False
+        while self._entries and (
+            self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset
+        ):
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop the entries starting at or after ``end_offset`` (log truncated to it)."""
+        with self._lock:
+            if end_offset < 0 or not self._entries or self._entries[-1][1] < end_offset:
+                return
+            while self._entries and self._entries[-1][1] >= end_offset:
+                self._entries.pop()
+            self._persist_if_dir_exists()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop the epochs wholly before it.
+
+        The epoch that covers ``start_offset`` is kept with its start moved up to it, so
+        ``truncate_from_start(6)`` keeps an entry at offset 6.
+        """
+        with self._lock:
+            removed: tuple[int, int] | None = None
+            while self._entries and self._entries[0][1] <= start_offset:
+                removed = self._entries.pop(0)
+            if removed is None:
+                return
+            self._entries.insert(0, (removed[0], start_offset))
+            self._persist_if_dir_exists()
+
+    def clear(self) -> None:
+        """Delete all entries (and persist the empty list)."""
+        with self._lock:
+            self._entries.clear()
+            self._persist_if_dir_exists()
+
+    def flush(self) -> None:
+        """Write the current entries to disk (already done by every change)."""
+        with self._lock:
+            self._persist()
+
+    def _persist(self) -> None:
+        atomic_write(self.path, format_epoch_checkpoint(self._entries))
+
+    def _persist_if_dir_exists(self) -> None:
+        # Truncations can race with the partition being deleted; there is nothing to keep then.
+        if self.path.parent.is_dir():
+            self._persist()
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochFileCache({self.path}, {self._entries})"
