@@ -46,6 +46,7 @@ class LocalMetadataStore(MetadataStore):
         self._broker = broker
         self._topics: dict[str, TopicMetadata] = {}
         self._cluster_id = cluster_id or ""
+        self._broker_configs: dict[str, str] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -127,6 +128,13 @@ class LocalMetadataStore(MetadataStore):
         topic.configs = dict(configs)
         self._save()
 
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._broker_configs)
+
+    def set_broker_configs(self, configs: dict[str, str]) -> None:
+        self._broker_configs = dict(configs)
+        self._save()
+
     # Persistence ------------------------------------------------------------------
 
     def _load(self) -> None:
@@ -136,6 +144,9 @@ class LocalMetadataStore(MetadataStore):
                 raise ValueError(f"unsupported format version {doc.get('version')!r}")
             self._cluster_id = self._cluster_id or doc["cluster_id"]
             node = self._broker.node_id
+            self._broker_configs = {
+                str(k): str(v) for k, v in doc.get("broker_configs", {}).items()
+            }
             for entry in doc["topics"]:
                 self._topics[entry["name"]] = TopicMetadata(
                     name=entry["name"],
@@ -155,6 +166,7 @@ class LocalMetadataStore(MetadataStore):
         doc = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
+            "broker_configs": self._broker_configs,
             "topics": [
                 {
                     "name": t.name,

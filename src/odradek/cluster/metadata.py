@@ -102,5 +102,12 @@ class MetadataStore(ABC):
     @abstractmethod
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
+    @abstractmethod
+    def broker_configs(self) -> dict[str, str]:
+        """Dynamic broker config overrides (Kafka's cluster-wide default broker configs)."""
+
+    @abstractmethod
+    def set_broker_configs(self, configs: dict[str, str]) -> None: ...
+
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics().get(name)

@@ -1,0 +1,70 @@
+"""Delayed fetches: consumers waiting in the fetch purgatory for ``min_bytes`` of data.
+
+A fetch that cannot be answered yet becomes a :class:`DelayedFetch` watched under each
+of its partitions. An append to a partition checks the operations watching it; the
+timing wheel expires the rest after ``max_wait``. Either way the operation completes
+exactly once and wakes the handler, which then reads and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from odradek.broker.purgatory import DelayedOperation, DelayedOperationPurgatory, TimerDriver
+from odradek.broker.timing_wheel import Timer
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(self, delay_ms: int, ready: Callable[[], bool], done: asyncio.Future[None]):
+        super().__init__(delay_ms)
+        self._ready = ready
+        self._done = done
+
+    def try_complete(self) -> bool:
+        if self._done.done() or self._ready():
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if not self._done.done():
+            self._done.set_result(None)
+
+    def on_expiration(self) -> None:
+        pass  # on_complete runs on expiry too and wakes the handler
+
+
+class FetchWaiters:
+    """The broker's fetch purgatory and the task that drives its timing wheel."""
+
+    def __init__(self) -> None:
+        self.timer = Timer()
+        self.purgatory = DelayedOperationPurgatory("Fetch", self.timer)
+        self._driver: TimerDriver | None = None
+
+    def _ensure_driver(self) -> None:
+        if self._driver is None:
+            self._driver = TimerDriver(self.timer)
+            self._driver.start()
+
+    async def wait(
+        self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
+    ) -> None:
+        self._ensure_driver()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        operation = DelayedFetch(max_wait_ms, ready, done)
+        if self.purgatory.try_complete_else_watch(operation, keys):
+            return
+        if self._driver is not None:
+            self._driver.wake()
+        await done
+
+    def notify(self, topic: str, partition: int) -> None:
+        """Data arrived in a partition: complete the fetches it satisfies."""
+        self.purgatory.check_and_complete((topic, partition))
+
+    def wake_all(self) -> None:
+        """At shutdown: answer every waiting fetch now with what there is."""
+        self.purgatory.shutdown()
+        if self._driver is not None:
+            self._driver.stop()

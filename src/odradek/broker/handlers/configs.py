@@ -1,0 +1,254 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
+
+Topic configs are per-topic overrides over the broker's ``log.*`` defaults. Broker
+configs come from server.properties and ``--override``; of those, the ``log.*`` topic
+defaults can also be changed at runtime (Kafka's dynamic broker configs), which applies
+them to every topic without an override of its own and persists them in the metadata store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.config import KEYS, ConfigError
+from odradek.broker.handlers.common import error_code, respond
+from odradek.cluster.metadata import MetadataError
+
+if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
+    from odradek.broker.server import KafkaServer
+
+TOPIC = 2
+BROKER = 4
+
+# DescribeConfigs config_source values.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# IncrementalAlterConfigs operations.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# DescribeConfigs v3+ config_type values.
+_TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 8}
+_LIST_KEYS = {"cleanup.policy"}
+
+
+def _topic_config_type(name: str, value: str) -> int:
+    if name in _LIST_KEYS:
+        return 7
+    if value in ("true", "false"):
+        return 1
+    try:
+        int(value)
+        return 5
+    except ValueError:
+        pass
+    try:
+        float(value)
+        return 6
+    except ValueError:
+        return 2
+
+
+def _wanted(keys: Any) -> Callable[[str], bool]:
+    if not keys:
+        return lambda _name: True
+    allowed = set(keys)
+    return lambda name: name in allowed
+
+
+def _describe_topic(server: KafkaServer, name: str, keys: Any) -> dict[str, Any]:
+    topic = server.metadata.topic(name)
+    if topic is None:
+        raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    wanted = _wanted(keys)
+    effective = server.topics.log_config(topic.configs).to_properties()
+    broker_set = server.broker_topic_overrides()
+    configs = []
+    for key, value in sorted(effective.items()):
+        if not wanted(key):
+            continue
+        if key in topic.configs:
+            source = DYNAMIC_TOPIC_CONFIG
+        elif key in broker_set:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        configs.append(
+            {
+                "name": key,
+                "value": value,
+                "read_only": False,
+                "is_default": source == DEFAULT_CONFIG,
+                "config_source": source,
+                "is_sensitive": False,
+                "config_type": _topic_config_type(key, value),
+            }
+        )
+    return {"configs": configs}
+
+
+def _describe_broker(server: KafkaServer, name: str, keys: Any) -> dict[str, Any]:
+    if name not in ("", str(server.broker_id)):
+        raise MetadataError("INVALID_REQUEST", f"this is broker {server.broker_id}, not {name!r}")
+    wanted = _wanted(keys)
+    dynamic = server.metadata.broker_configs()
+    configs = []
+    for key, value in server.config.describe():
+        if not wanted(key.name):
+            continue
+        if key.name in dynamic:
+            value, source = dynamic[key.name], DYNAMIC_DEFAULT_BROKER_CONFIG
+        elif server.config.is_default(key.name):
+            source = DEFAULT_CONFIG
+        else:
+            source = STATIC_BROKER_CONFIG
+        configs.append(
+            {
+                "name": key.name,
+                "value": value,
+                "read_only": key.topic_key is None,
+                "is_default": source == DEFAULT_CONFIG,
+                "config_source": source,
+                "is_sensitive": key.type == "password",
+                "config_type": _TYPE_CODES.get(key.type, 2),
+                "documentation": key.doc,
+            }
+        )
+    return {"configs": configs}
+
+
+async def handle_describe_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        entry: dict[str, Any] = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "configs": [],
+        }
+        try:
+            if resource.resource_type == TOPIC:
+                entry.update(
+                    _describe_topic(server, resource.resource_name, resource.configuration_keys)
+                )
+            elif resource.resource_type == BROKER:
+                entry.update(
+                    _describe_broker(server, resource.resource_name, resource.configuration_keys)
+                )
+            else:
+                raise MetadataError(
+                    "INVALID_REQUEST", f"resource type {resource.resource_type} is not supported"
+                )
+        except MetadataError as exc:
+            entry.update(error_code=error_code(exc.error_name), error_message=str(exc))
+        results.append(entry)
+    return respond(ctx, {"throttle_time": 0, "results": results})
+
+
+def _apply(
+    server: KafkaServer, resource_type: int, name: str, configs: dict[str, str], validate: bool
+) -> None:
+    """Replace the overrides of one resource with ``configs``."""
+    if resource_type == TOPIC:
+        server.topics.set_topic_configs(name, configs, validate_only=validate)
+    elif resource_type == BROKER:
+        if name not in ("", str(server.broker_id)):
+            raise MetadataError(
+                "INVALID_REQUEST", f"this is broker {server.broker_id}, not {name!r}"
+            )
+        for key in configs:
+            spec = KEYS.get(key)
+            if spec is None:
+                raise MetadataError("INVALID_CONFIG", f"unknown broker config {key!r}")
+            if spec.topic_key is None:
+                raise MetadataError(
+                    "INVALID_REQUEST", f"broker config {key} cannot be updated dynamically"
+                )
+        server.set_dynamic_broker_configs(configs, validate_only=validate)
+    else:
+        raise MetadataError("INVALID_REQUEST", f"resource type {resource_type} is not supported")
+
+
+def _current_overrides(server: KafkaServer, resource_type: int, name: str) -> dict[str, str]:
+    if resource_type == TOPIC:
+        topic = server.metadata.topic(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        return dict(topic.configs)
+    if resource_type == BROKER:
+        return dict(server.metadata.broker_configs())
+    raise MetadataError("INVALID_REQUEST", f"resource type {resource_type} is not supported")
+
+
+async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    validate = bool(request.validate_only)
+    responses = []
+    for resource in request.resources:
+        entry: dict[str, Any] = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
+        try:
+            # Legacy AlterConfigs replaces the whole set of overrides.
+            configs = {c.name: c.value for c in resource.configs if c.value is not None}
+            _apply(server, resource.resource_type, resource.resource_name, configs, validate)
+        except (MetadataError, ConfigError) as exc:
+            name = exc.error_name if isinstance(exc, MetadataError) else "INVALID_CONFIG"
+            entry.update(error_code=error_code(name), error_message=str(exc))
+        responses.append(entry)
+    return respond(ctx, {"throttle_time": 0, "responses": responses})
+
+
+async def handle_incremental_alter_configs(
+    server: KafkaServer, ctx: RequestContext, request: Any
+) -> Any:
+    validate = bool(request.validate_only)
+    responses = []
+    for resource in request.resources:
+        entry: dict[str, Any] = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+        }
+        try:
+            configs = _current_overrides(server, resource.resource_type, resource.resource_name)
+            for change in resource.configs:
+                op = int(change.config_operation)
+                if op == SET:
+                    if change.value is None:
+                        raise MetadataError("INVALID_REQUEST", f"SET {change.name} needs a value")
+                    configs[change.name] = change.value
+                elif op == DELETE:
+                    configs.pop(change.name, None)
+                elif op in (APPEND, SUBTRACT):
+                    if change.name not in _LIST_KEYS and not change.name.endswith("cleanup.policy"):
+                        raise MetadataError("INVALID_CONFIG", f"{change.name} is not a list config")
+                    current = configs.get(change.name)
+                    if current is None:
+                        effective = server.topics.default_log_config.to_properties()
+                        current = effective.get(change.name.removeprefix("log."), "")
+                    items = [v for v in current.split(",") if v]
+                    values = [v for v in (change.value or "").split(",") if v]
+                    if op == APPEND:
+                        items += [v for v in values if v not in items]
+                    else:
+                        items = [v for v in items if v not in values]
+                    configs[change.name] = ",".join(items)
+                else:
+                    raise MetadataError("INVALID_REQUEST", f"unknown config operation {op}")
+            _apply(server, resource.resource_type, resource.resource_name, configs, validate)
+        except (MetadataError, ConfigError) as exc:
+            name = exc.error_name if isinstance(exc, MetadataError) else "INVALID_CONFIG"
+            entry.update(error_code=error_code(name), error_message=str(exc))
+        responses.append(entry)
+    return respond(ctx, {"throttle_time": 0, "responses": responses})

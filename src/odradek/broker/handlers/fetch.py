@@ -1,0 +1,145 @@
+"""Fetch and ListOffsets: how consumers (and later followers) read.
+
+A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory until enough
+data arrives (an append to one of its partitions wakes it) or ``max_wait`` passes. The
+answer carries record data as file regions of the segment files; the network layer sends
+those with ``sendfile`` straight from the page cache.
+
+Fetch sessions (KIP-227) are declined: every answer has session id 0, which tells
+clients to keep sending full fetch requests, as the protocol allows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.handlers.common import respond
+from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
+
+if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
+    from odradek.broker.server import KafkaServer
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+INVALID_SESSION_ID = 0
+FINAL_EPOCH = -1
+
+
+class _FetchPlan:
+    """The partitions of one fetch request, read and re-read until the answer is ready."""
+
+    def __init__(self, server: KafkaServer, request: Any) -> None:
+        self.server = server
+        self.isolation_level = int(getattr(request, "isolation_level", 0))
+        self.max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
+        self.min_bytes = int(request.min_bytes)
+        self.items: list[tuple[str, int, int, int]] = [
+            (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
+            for topic in request.topics
+            for p in topic.partitions
+        ]
+
+    def keys(self) -> list[tuple[str, int]]:
+        return [(topic, partition) for topic, partition, _, _ in self.items]
+
+    def read_all(self) -> list[tuple[str, int, ReadResult]]:
+        results = []
+        remaining = self.max_bytes
+        first = True
+        for topic, partition, offset, partition_max in self.items:
+            limit = max(0, min(partition_max, remaining))
+            # Kafka returns at least one whole batch (even one larger than the limits) for
+            # the first partition with data, so a consumer can always make progress.
+            result = self.server.replica_manager.read(
+                topic,
+                partition,
+                offset,
+                limit,
+                isolation_level=self.isolation_level,
+                min_one_batch=first,
+            )
+            if result.size:
+                first = False
+                remaining -= result.size
+            results.append((topic, partition, result))
+        return results
+
+    def bytes_ready(self) -> int:
+        total = 0
+        for topic, partition, offset, _ in self.items:
+            available = self.server.replica_manager.bytes_available(
+                topic, partition, offset, self.isolation_level, limit=self.min_bytes
+            )
+            if available is None:
+                return self.min_bytes  # an error is an answer: respond now
+            total += available
+            if total >= self.min_bytes:
+                break
+        return total
+
+
+async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    session_id = int(getattr(request, "session_id", 0))
+    session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
+    if session_id != INVALID_SESSION_ID:
+        # We never hand out session ids, so any id a client names is unknown to us.
+        return server.encode_fetch(
+            ctx, ErrorCode.fetch_session_id_not_found, INVALID_SESSION_ID, []
+        )
+    if session_epoch not in (0, FINAL_EPOCH):
+        return server.encode_fetch(ctx, ErrorCode.invalid_fetch_session_epoch, 0, [])
+
+    plan = _FetchPlan(server, request)
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+    if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:
+        await server.wait_for_data(
+            plan.keys(), max_wait_ms, lambda: plan.bytes_ready() >= plan.min_bytes
+        )
+    return server.encode_fetch(ctx, ErrorCode.none, INVALID_SESSION_ID, plan.read_all())
+
+
+async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    isolation_level = int(getattr(request, "isolation_level", 0))
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "error_code": ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partition = server.replica_manager.partition(topic.name, int(p.partition_index))
+            if partition is None:
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                partitions.append(entry)
+                continue
+            entry["leader_epoch"] = partition.leader_epoch
+            timestamp = int(p.timestamp)
+            log_ = partition.log
+            if timestamp == LATEST_TIMESTAMP:
+                entry["offset"] = (
+                    partition.last_stable_offset
+                    if isolation_level == READ_COMMITTED
+                    else partition.high_watermark
+                )
+            elif timestamp == EARLIEST_TIMESTAMP:
+                entry["offset"] = log_.log_start_offset
+            else:
+                found = log_.offset_for_timestamp(timestamp)
+                if found is not None:
+                    offset, found_timestamp = found
+                    # Never point a consumer past what it may read.
+                    if offset < partition.high_watermark or timestamp == MAX_TIMESTAMP:
+                        entry["offset"], entry["timestamp"] = offset, found_timestamp
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return respond(ctx, {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,118 @@
+"""ApiVersions, Metadata and DescribeCluster: how clients learn what this cluster is."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.handlers.common import error_code, respond
+from odradek.cluster.metadata import MetadataError
+
+if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
+    from odradek.broker.server import KafkaServer
+
+
+async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    return respond(
+        ctx,
+        {
+            "error_code": ErrorCode.none,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, (low, high) in sorted(server.advertised_versions().items())
+            ],
+            "throttle_time": 0,
+        },
+    )
+
+
+def _broker_list(server: KafkaServer) -> list[dict[str, Any]]:
+    return [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in server.metadata.brokers()
+    ]
+
+
+def _topic_entry(server: KafkaServer, name: str) -> dict[str, Any]:
+    topic = server.metadata.topic(name)
+    if topic is None:
+        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "partitions": []}
+    partitions = []
+    for index, assignment in sorted(topic.partitions.items()):
+        partitions.append(
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": index,
+                "leader_id": assignment.leader,
+                "leader_epoch": assignment.leader_epoch,
+                "replica_nodes": assignment.replicas,
+                "isr_nodes": assignment.isr or assignment.replicas,
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": partitions,
+        # -2^31 means "not requested" (KIP-430).
+        "topic_authorized_operations": -(2**31),
+    }
+
+
+async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    requested = getattr(request, "topics", None)
+    api_version = ctx.header.api_version
+    # v0: an empty list means every topic; v1+: null means every topic.
+    if requested is None or (api_version == 0 and not requested):
+        names = sorted(server.metadata.topics())
+    else:
+        names = [t.name for t in requested if getattr(t, "name", None)]
+    allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        if (
+            server.metadata.topic(name) is None
+            and allow_auto_create
+            and server.config.get("auto.create.topics.enable")
+            and requested is not None
+        ):
+            try:
+                server.topics.create_topic(name)
+            except MetadataError as exc:
+                topics.append({"name": name, "error_code": error_code(exc.error_name)})
+                continue
+        topics.append(_topic_entry(server, name))
+    return respond(
+        ctx,
+        {
+            "throttle_time": 0,
+            "brokers": _broker_list(server),
+            "cluster_id": server.metadata.cluster_id,
+            "controller_id": server.metadata.controller_id(),
+            "topics": topics,
+            "cluster_authorized_operations": -(2**31),
+        },
+    )
+
+
+async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    return respond(
+        ctx,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "endpoint_type": 1,
+            "cluster_id": server.metadata.cluster_id,
+            "controller_id": server.metadata.controller_id(),
+            "brokers": [
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in server.metadata.brokers()
+            ],
+            "cluster_authorized_operations": -(2**31),
+        },
+    )

@@ -1,0 +1,81 @@
+"""Produce and InitProducerId."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.handlers.common import respond
+
+if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
+    from odradek.broker.server import KafkaServer
+
+
+async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    acks = int(request.acks)
+    responses = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        partitions = []
+        for partition_data in topic_data.partition_data:
+            index = int(partition_data.index)
+            entry: dict[str, Any] = {
+                "index": index,
+                "base_offset": -1,
+                "log_append_time": None,
+                "log_start_offset": -1,
+            }
+            if acks not in (-1, 0, 1):
+                entry["error_code"] = ErrorCode.invalid_required_acks
+            elif partition_data.records is None or len(partition_data.records) == 0:
+                entry["error_code"] = ErrorCode.invalid_record
+                entry["error_message"] = "produce request carried no records"
+            else:
+                topic_meta = server.metadata.topic(name)
+                result = server.replica_manager.append(
+                    name,
+                    index,
+                    partition_data.records,
+                    required_acks=acks,
+                    min_insync_replicas=server.min_insync_replicas(topic_meta),
+                )
+                entry["error_code"] = ErrorCode(result.error_code)
+                entry["base_offset"] = result.base_offset
+                entry["log_start_offset"] = result.log_start_offset
+                if result.log_append_time_ms >= 0:
+                    entry["log_append_time"] = result.log_append_time_ms
+                if result.error_message:
+                    entry["error_message"] = result.error_message
+            partitions.append(entry)
+        responses.append({"name": name, "partition_responses": partitions})
+    if acks == 0:
+        return None  # Kafka sends no response at all for acks=0
+    return respond(ctx, {"responses": responses, "throttle_time": 0})
+
+
+async def handle_init_producer_id(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    if getattr(request, "transactional_id", None):
+        # Transactions need the transaction coordinator, which is not part of this broker yet.
+        return respond(
+            ctx,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.coordinator_not_available,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+    producer_id, epoch = server.producer_ids.init_producer(
+        int(getattr(request, "producer_id", -1)), int(getattr(request, "producer_epoch", -1))
+    )
+    return respond(
+        ctx,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+        },
+    )

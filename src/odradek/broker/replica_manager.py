@@ -1,0 +1,277 @@
+"""The replica manager: the partitions this broker hosts, and appends and reads on them.
+
+Handlers call down into this layer; it calls down into :mod:`odradek.storage`. It owns
+what the storage layer does not know about: which partitions are led here, the leader
+epoch, the high watermark (what consumers may read), the ISR and ``min.insync.replicas``,
+and waking delayed fetches in the purgatory when data arrives.
+
+With one broker the ISR is just the leader, so the high watermark follows the log end
+offset on every append; the follower bookkeeping is kept general for replication.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import (
+    DuplicateSequenceError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from odradek.storage.file_region import FileRegion
+from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+# Kafka error codes used here (names as in the protocol guide).
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_ENOUGH_REPLICAS = 19
+UNKNOWN_SERVER_ERROR = -1
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass
+class AppendResult:
+    error_code: int = NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass
+class ReadResult:
+    error_code: int = NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    regions: list[FileRegion] = field(default_factory=list)
+    size: int = 0
+    aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset)
+
+
+class Partition:
+    """One partition led (or followed) by this broker."""
+
+    def __init__(self, topic: str, index: int, log: Log, *, leader_epoch: int = 0) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self.isr: set[int] = set()
+        self.leader_id: int = -1
+        self._high_watermark = log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def advance_high_watermark(self, follower_leos: dict[int, int] | None = None) -> bool:
+        """Move the HW to the smallest LEO in the ISR; returns True if it moved."""
+        candidates = [self.log.log_end_offset]
+        for replica, leo in (follower_leos or {}).items():
+            if replica in self.isr:
+                candidates.append(leo)
+        new_hw = min(candidates)
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
+            return True
+        return False
+
+    def reset_high_watermark(self, value: int) -> None:
+        self._high_watermark = max(self.log.log_start_offset, min(value, self.log.log_end_offset))
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.log.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return min(first_unstable, self._high_watermark)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        *,
+        on_data_appended: Callable[[str, int], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._on_data_appended = on_data_appended
+        self._clock = clock
+
+    # Partition lifecycle ------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def become_leader(
+        self, topic: str, index: int, config: LogConfig, *, leader_epoch: int = 0
+    ) -> Partition:
+        existing = self._partitions.get((topic, index))
+        if existing is not None:
+            existing.leader_epoch = leader_epoch
+            existing.leader_id = self.broker_id
+            existing.isr = {self.broker_id}
+            existing.advance_high_watermark()
+            return existing
+        log_ = self.log_manager.get_or_create_log(topic, index, config)
+        partition = Partition(topic, index, log_, leader_epoch=leader_epoch)
+        partition.leader_id = self.broker_id
+        partition.isr = {self.broker_id}
+        partition.advance_high_watermark()
+        self._partitions[(topic, index)] = partition
+        return partition
+
+    def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
+        partition = self._partitions.pop((topic, index), None)
+        if delete:
+            self.log_manager.delete_log(topic, index)
+        elif partition is not None:
+            partition.log.close()
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for (name, _), partition in self._partitions.items():
+            if name == topic:
+                partition.log.update_config(config)
+
+    # Produce ---------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | bytearray | memoryview,
+        *,
+        required_acks: int,
+        min_insync_replicas: int = 1,
+    ) -> AppendResult:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return AppendResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+        if partition.leader_id != self.broker_id:
+            return AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
+        if required_acks == -1 and len(partition.isr) < min_insync_replicas:
+            return AppendResult(
+                error_code=NOT_ENOUGH_REPLICAS,
+                error_message=(
+                    f"{len(partition.isr)} in-sync replicas, min.insync.replicas is "
+                    f"{min_insync_replicas}"
+                ),
+            )
+        log_ = partition.log
+        try:
+            # The log rewrites base offsets in place, so it needs its own mutable copy.
+            info = log_.append_as_leader(bytearray(records), leader_epoch=partition.leader_epoch)
+        except DuplicateSequenceError as dup:
+            return AppendResult(
+                base_offset=dup.first_offset,
+                log_append_time_ms=dup.log_append_time_ms,
+                log_start_offset=log_.log_start_offset,
+            )
+        except StorageError as exc:
+            return AppendResult(
+                error_code=exc.error_code,
+                log_start_offset=log_.log_start_offset,
+                error_message=str(exc),
+            )
+        if info.duplicate:
+            return AppendResult(
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time_ms,
+                log_start_offset=info.log_start_offset,
+            )
+        partition.advance_high_watermark()
+        if self._on_data_appended is not None:
+            self._on_data_appended(topic, index)
+        return AppendResult(
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=info.log_start_offset,
+        )
+
+    # Fetch -----------------------------------------------------------------------
+
+    def read(
+        self,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation_level: int = READ_UNCOMMITTED,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return ReadResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+        log_ = partition.log
+        high_watermark = partition.high_watermark
+        last_stable = partition.last_stable_offset
+        result = ReadResult(
+            high_watermark=high_watermark,
+            last_stable_offset=last_stable,
+            log_start_offset=log_.log_start_offset,
+        )
+        upper = last_stable if isolation_level == READ_COMMITTED else high_watermark
+        if fetch_offset == upper and fetch_offset <= log_.log_end_offset:
+            return result  # caught up: nothing to send, not an error
+        try:
+            info = log_.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+        except OffsetOutOfRangeError:
+            result.error_code = OFFSET_OUT_OF_RANGE
+            return result
+        except StorageError as exc:
+            result.error_code = exc.error_code
+            return result
+        result.regions = info.regions
+        result.size = info.size
+        if isolation_level == READ_COMMITTED and info.size:
+            aborted = log_.collect_aborted_transactions(fetch_offset, upper)
+            result.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
+        elif isolation_level == READ_COMMITTED:
+            result.aborted_transactions = []
+        return result
+
+    def bytes_available(
+        self, topic: str, index: int, fetch_offset: int, isolation_level: int, *, limit: int
+    ) -> int | None:
+        """Rough count of readable bytes past fetch_offset; None if the partition is gone.
+
+        Used by delayed fetches to decide whether min_bytes is reached; reading the index
+        and segment positions is cheap, and no data is copied.
+        """
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return None
+        upper = (
+            partition.last_stable_offset
+            if isolation_level == READ_COMMITTED
+            else partition.high_watermark
+        )
+        if fetch_offset >= upper:
+            return 0
+        try:
+            info = partition.log.read(
+                fetch_offset, max(limit, 1), max_offset=upper, min_one_batch=True
+            )
+        except StorageError:
+            return None  # let the real read report the error
+        return info.size

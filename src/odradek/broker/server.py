@@ -1,0 +1,286 @@
+"""KafkaServer: one broker process, assembled from its parts.
+
+Start-up order matters and mirrors Kafka's: open the log manager (recovery happens
+here, in a thread, before any request is served), load the metadata store and host every
+partition assigned to this broker, then start the background jobs (flush, retention,
+checkpoints, compaction) and finally the network listener. Shutdown runs it backwards:
+stop accepting, finish the requests in flight, stop background jobs, flush and checkpoint
+every log and write the clean-shutdown marker, so the next start reads no segment data.
+
+Requests are dispatched by API key to the handler modules in
+:mod:`odradek.broker.handlers`; every handler runs on the one event loop, and blocking
+storage work (fsync, deletion, compaction) goes to a thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.delayed_fetch import FetchWaiters
+from odradek.broker.handlers import admin, configs, fetch, metadata, produce
+from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
+from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.replica_manager import ReadResult, ReplicaManager
+from odradek.broker.topics import TopicManager
+from odradek.cluster.local_store import LocalMetadataStore
+from odradek.cluster.metadata import BrokerInfo, MetadataStore, TopicMetadata
+from odradek.protocol.fetch_encoder import encode_fetch_response
+from odradek.protocol.versions import advertised
+from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["KafkaServer", RequestContext, Any], Awaitable[Any]]
+
+# API key -> handler. An API absent here is absent from ApiVersions too.
+HANDLERS: dict[int, Handler] = {
+    0: produce.handle_produce,
+    1: fetch.handle_fetch,
+    2: fetch.handle_list_offsets,
+    3: metadata.handle_metadata,
+    18: metadata.handle_api_versions,
+    19: admin.handle_create_topics,
+    20: admin.handle_delete_topics,
+    21: admin.handle_delete_records,
+    22: produce.handle_init_producer_id,
+    32: configs.handle_describe_configs,
+    33: configs.handle_alter_configs,
+    37: admin.handle_create_partitions,
+    44: configs.handle_incremental_alter_configs,
+    60: metadata.handle_describe_cluster,
+}
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.data_dir = config.data_dir
+        self._clock = clock
+        self._io_pool = ThreadPoolExecutor(
+            max_workers=config.get("num.io.threads"), thread_name_prefix="odradek-io"
+        )
+        self._background: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._handlers: dict[int, Handler] = dict(HANDLERS)
+        self.fetch_waiters = FetchWaiters()
+        # Filled in by start():
+        self.log_manager: LogManager
+        self.metadata: MetadataStore
+        self.replica_manager: ReplicaManager
+        self.topics: TopicManager
+        self.producer_ids: ProducerIdManager
+        self.network: NetworkServer
+
+    # Lifecycle ----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.network.port
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        host, port = self.config.listener
+        adv_host, adv_port = self.config.advertised_listener
+        broker_info = BrokerInfo(
+            self.broker_id,
+            adv_host if adv_host not in ("0.0.0.0", "") else "127.0.0.1",
+            adv_port,
+            self.config.get("broker.rack") or None,
+        )
+        self.metadata = LocalMetadataStore(
+            self.data_dir, broker_info, self.config.get("cluster.id") or None
+        )
+        # A placeholder config until the topic manager exists; every hosted log gets its
+        # real config from the topic manager right after.
+        self.log_manager = LogManager(
+            self.data_dir, _static_defaults(self.config), clock=self._clock
+        )
+        started = time.monotonic()
+        await loop.run_in_executor(self._io_pool, self.log_manager.startup)
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            self.log_manager,
+            on_data_appended=self.fetch_waiters.notify,
+            clock=self._clock,
+        )
+        self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
+        self.log_manager.default_config = self.topics.default_log_config
+        self.topics.load_all()
+        self.producer_ids = ProducerIdManager(self.data_dir)
+        log.info(
+            "loaded %d partitions in %.2fs",
+            len(self.replica_manager.partitions()),
+            time.monotonic() - started,
+        )
+        self.network = NetworkServer(
+            self,
+            host,
+            port,
+            max_request_size=self.config.get("socket.request.max.bytes"),
+            max_in_flight_per_connection=self.config.get("queued.max.requests"),
+            connections_max_idle_ms=self.config.get("connections.max.idle.ms"),
+        )
+        await self.network.start()
+        if adv_port == 0 or (not self.config.get("advertised.listeners") and port == 0):
+            broker_info.port = self.network.port
+        self._start_background_jobs()
+        log.info(
+            "odradek broker %d listening on %s:%d (data in %s)",
+            self.broker_id,
+            host,
+            self.network.port,
+            self.data_dir,
+        )
+
+    async def shutdown(self) -> None:
+        """Graceful stop: finish in-flight requests, flush, checkpoint, mark clean."""
+        if self._stopped.is_set():
+            return
+        log.info("shutting down")
+        with contextlib.suppress(Exception):
+            await self.network.shutdown()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.fetch_waiters.wake_all()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
+        self._io_pool.shutdown(wait=True)
+        self._stopped.set()
+        log.info("shut down cleanly")
+
+    async def serve_forever(self) -> None:
+        """Run until SIGTERM or SIGINT, then shut down gracefully."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await self.shutdown()
+
+    # Background jobs ------------------------------------------------------------------
+
+    def _start_background_jobs(self) -> None:
+        jobs: list[tuple[str, int, Callable[[], object]]] = [
+            (
+                "retention",
+                self.config.get("log.retention.check.interval.ms"),
+                self.log_manager.run_retention,
+            ),
+            (
+                "checkpoint",
+                max(1000, self.config.get("log.flush.offset.checkpoint.interval.ms")),
+                self.log_manager.checkpoint,
+            ),
+        ]
+        flush_interval = self.config.get("log.flush.scheduler.interval.ms")
+        if flush_interval < 2**62:
+            jobs.append(("flush", flush_interval, self.log_manager.run_flush))
+        else:
+            # flush.ms / flush.messages per topic still need checking; once a second is
+            # Kafka's cadence for topic-level flush policies when the scheduler is unset.
+            jobs.append(("flush", 1000, self.log_manager.run_flush))
+        for name, interval_ms, job in jobs:
+            self._background.append(
+                asyncio.create_task(self._every(name, interval_ms, job), name=f"odradek-{name}")
+            )
+
+    async def _every(self, name: str, interval_ms: int, job: Callable[[], object]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await loop.run_in_executor(self._io_pool, job)
+            except Exception:
+                log.exception("background job %s failed; will retry", name)
+
+    # Request dispatch (the network layer calls this) ------------------------------------
+
+    async def handle(self, ctx: RequestContext, request: object) -> object | None:
+        handler = self._handlers.get(ctx.header.api_key)
+        if handler is None:
+            # The protocol layer only decodes advertised APIs, so this is a wiring bug.
+            raise LookupError(f"no handler for api key {ctx.header.api_key}")
+        return await handler(self, ctx, request)
+
+    def advertised_versions(self) -> dict[int, tuple[int, int]]:
+        return advertised(self._handlers.keys())
+
+    # Helpers for handlers ---------------------------------------------------------------
+
+    def min_insync_replicas(self, topic: TopicMetadata | None) -> int:
+        if topic is None:
+            return 1
+        return self.topics.log_config(topic.configs).min_insync_replicas
+
+    def broker_topic_overrides(self) -> set[str]:
+        """Topic-level keys whose broker default was set by config (not Kafka's default)."""
+        from odradek.broker.config import KEYS
+
+        return {
+            spec.topic_key
+            for spec in KEYS.values()
+            if spec.topic_key and not self.config.is_default(spec.name)
+        } | {KEYS[k].topic_key for k in self.metadata.broker_configs() if KEYS[k].topic_key}
+
+    def set_dynamic_broker_configs(self, configs: dict[str, str], *, validate_only: bool) -> None:
+        self.topics.set_broker_overrides(configs, validate_only=validate_only)
+
+    async def wait_for_data(
+        self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
+    ) -> None:
+        await self.fetch_waiters.wait(keys, max_wait_ms, ready)
+
+    def encode_fetch(
+        self,
+        ctx: RequestContext,
+        error_code: int,
+        session_id: int,
+        results: list[tuple[str, int, ReadResult]],
+    ) -> ChunkedResponse:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, partition, result in results:
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "error_code": result.error_code,
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.last_stable_offset,
+                    "log_start_offset": result.log_start_offset,
+                    "aborted_transactions": result.aborted_transactions,
+                    "preferred_read_replica": -1,
+                    "records": result.regions,
+                }
+            )
+        return ChunkedResponse(
+            encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
+        )
+
+
+def _static_defaults(config: BrokerConfig):  # type: ignore[no-untyped-def]
+    from odradek.storage.config import LogConfig
+
+    return LogConfig.from_properties(config.topic_defaults())
+
+
+async def run_server(config: BrokerConfig) -> None:
+    """Start a broker and serve until SIGTERM/SIGINT (the `odradek server` command)."""
+    try:
+        import uvloop  # noqa: F401  (installed as the loop policy by the CLI)
+    except ImportError:  # pragma: no cover
+        pass
+    server = KafkaServer(config)
+    await server.start()
+    await server.serve_forever()

@@ -1,0 +1,161 @@
+"""Topic lifecycle on this broker: create, delete, add partitions, change configs.
+
+Every change goes to the :class:`MetadataStore` first (the durable truth) and then to
+the :class:`ReplicaManager` (the partitions hosted here). Topic configs are validated by
+:class:`odradek.storage.config.LogConfig`, layered over the broker's ``log.*`` defaults as
+Kafka layers them; a bad key or value is refused with INVALID_CONFIG before anything is
+written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from odradek.broker.config import KEYS, BrokerConfig, ConfigError, parse_value
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.cluster.metadata import MetadataError, MetadataStore, TopicMetadata
+from odradek.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+class TopicManager:
+    def __init__(
+        self, config: BrokerConfig, metadata: MetadataStore, replica_manager: ReplicaManager
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self._defaults = self._default_log_config(metadata.broker_configs())
+
+    def _default_log_config(self, dynamic: Mapping[str, str]) -> LogConfig:
+        """Topic defaults: the broker's static ``log.*`` keys, then its dynamic ones."""
+        props = self.config.topic_defaults()
+        for key, value in dynamic.items():
+            spec = KEYS.get(key)
+            if spec is None or spec.topic_key is None:
+                raise MetadataError("INVALID_CONFIG", f"{key} is not a dynamic broker config")
+            try:
+                parse_value(spec, value)
+            except ConfigError as exc:
+                raise MetadataError("INVALID_CONFIG", str(exc)) from None
+            props[spec.topic_key] = value
+        try:
+            return LogConfig.from_properties(props)
+        except ValueError as exc:
+            raise MetadataError("INVALID_CONFIG", f"broker log defaults: {exc}") from None
+
+    def set_broker_overrides(self, dynamic: Mapping[str, str], *, validate_only: bool) -> None:
+        """Change the broker's dynamic topic defaults and apply them to every topic."""
+        defaults = self._default_log_config(dynamic)
+        if validate_only:
+            return
+        self.metadata.set_broker_configs(dict(dynamic))
+        self._defaults = defaults
+        for topic in self.metadata.topics().values():
+            self.replica_manager.update_config(topic.name, self.log_config(topic.configs))
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self._defaults
+
+    def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The effective config of a topic with these overrides (raises INVALID_CONFIG)."""
+        try:
+            return LogConfig.from_properties(dict(overrides), base=self._defaults)
+        except ValueError as exc:
+            raise MetadataError("INVALID_CONFIG", str(exc)) from None
+
+    # Startup -----------------------------------------------------------------------
+
+    def load_all(self) -> None:
+        """Host every partition the metadata store assigns to this broker."""
+        for topic in self.metadata.topics().values():
+            self._host(topic)
+
+    def _host(self, topic: TopicMetadata) -> None:
+        config = self.log_config(topic.configs)
+        for index, assignment in topic.partitions.items():
+            if assignment.leader == self.replica_manager.broker_id:
+                self.replica_manager.become_leader(
+                    topic.name, index, config, leader_epoch=assignment.leader_epoch
+                )
+
+    # Changes -----------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata | None:
+        if num_partitions == -1:
+            num_partitions = self.config.get("num.partitions")
+        if replication_factor == -1:
+            replication_factor = self.config.get("default.replication.factor")
+        overrides = dict(configs or {})
+        self.log_config(overrides)  # validate before writing anything
+        if validate_only:
+            self._validate_create(name, num_partitions, replication_factor)
+            return None
+        topic = self.metadata.create_topic(name, num_partitions, replication_factor, overrides)
+        self._host(topic)
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return topic
+
+    def _validate_create(self, name: str, num_partitions: int, replication_factor: int) -> None:
+        from odradek.cluster.metadata import validate_topic_name
+
+        validate_topic_name(name)
+        if name in self.metadata.topics():
+            raise MetadataError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        if num_partitions < 1:
+            raise MetadataError("INVALID_PARTITIONS", "number of partitions must be at least 1")
+        brokers = len(self.metadata.brokers())
+        if replication_factor < 1 or replication_factor > brokers:
+            raise MetadataError(
+                "INVALID_REPLICATION_FACTOR",
+                f"replication factor {replication_factor} must be between 1 and {brokers}",
+            )
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config.get("delete.topic.enable"):
+            raise MetadataError("TOPIC_DELETION_DISABLED", "delete.topic.enable is false")
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        self.metadata.delete_topic(name)
+        for index in topic.partitions:
+            self.replica_manager.remove_partition(name, index, delete=True)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        if total <= len(topic.partitions):
+            raise MetadataError(
+                "INVALID_PARTITIONS",
+                f"topic {name!r} has {len(topic.partitions)} partitions; "
+                f"the new count {total} must be larger",
+            )
+        if validate_only:
+            return
+        topic = self.metadata.add_partitions(name, total)
+        self._host(topic)
+
+    def set_topic_configs(
+        self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False
+    ) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        config = self.log_config(overrides)
+        if validate_only:
+            return
+        self.metadata.set_topic_configs(name, dict(overrides))
+        self.replica_manager.update_config(name, config)

@@ -1,0 +1,47 @@
+"""``odradek server``: run one broker (embedded default, or a cluster member)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import click
+
+from odradek.broker.config import BrokerConfig
+
+
+@click.command()
+@click.argument("config_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a broker config (Kafka's key names), after the config file. Repeatable.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    show_default=True,
+)
+def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str) -> None:
+    """Run a broker. With no arguments: 127.0.0.1:9092, data in ./odradek-data.
+
+    CONFIG_FILE is a server.properties file with Kafka's key names.
+    """
+    config = BrokerConfig.load(config_file, list(overrides))
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from odradek.broker.server import run_server
+
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        runner = asyncio.run
+    runner(run_server(config))

@@ -1,0 +1,116 @@
+"""Start real odradek brokers as subprocesses for integration tests.
+
+Each broker binds 127.0.0.1 on a free port with its own data directory. ``stop()`` sends
+SIGTERM (graceful shutdown), ``kill()`` sends SIGKILL (a crash), and ``start()`` again
+reuses the same port and data directory, so tests can restart a broker in place.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STARTUP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"broker exited early with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        overrides: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.log_path = log_path or data_dir.parent / f"broker-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "odradek", "server", "--log-level", "INFO"]
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dir": str(self.data_dir),
+            # Tests want new groups to rebalance at once and idle fetches to return fast.
+            "group.initial.rebalance.delay.ms": "0",
+            **self.overrides,
+        }
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> BrokerProcess:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log_file.close()
+        try:
+            wait_for_port(self.port, STARTUP_TIMEOUT_S, self.proc)
+        except Exception:
+            self.kill()
+            raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Graceful shutdown (SIGTERM); returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise RuntimeError("broker did not stop within the timeout after SIGTERM") from None
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
