@@ -1,0 +1,251 @@
+"""The columnar decoder against the record layer's own decoder (decode_batches) as the oracle."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from odradek.records.batch import Record, build_batch, decode_batches
+from odradek.records.compression import Compression
+from odradek.records.errors import CorruptRecordError
+from odradek.spark.columnar import AbortedTransaction, decode_fetch
+from odradek.spark.schema import arrow_source_schema
+
+headers_st = st.lists(
+    st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))), max_size=3
+)
+record_st = st.builds(
+    Record,
+    value=st.one_of(st.none(), st.binary(max_size=300)),
+    key=st.one_of(st.none(), st.binary(max_size=40)),
+    headers=headers_st,
+    timestamp_ms=st.one_of(st.none(), st.integers(0, 2**41)),
+)
+batch_st = st.tuples(
+    st.lists(record_st, min_size=1, max_size=30),
+    st.sampled_from(list(Compression)),
+    st.booleans(),  # log append time
+)
+
+
+def _expected_rows(buf: bytes, start: int, end: int, topic: str, partition: int) -> list[dict]:
+    rows = []
+    for batch in decode_batches(buf):
+        if batch.is_control:
+            continue
+        for record in batch.records:
+            if not start <= record.offset < end:
+                continue
+            millis = batch.max_timestamp if batch.is_log_append_time else record.timestamp_ms
+            rows.append(
+                {
+                    "key": record.key,
+                    "value": record.value,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": record.offset,
+                    "timestamp_us": millis * 1000,
+                    "timestampType": 1 if batch.is_log_append_time else 0,
+                    "headers": [{"key": k, "value": v} for k, v in record.headers],
+                }
+            )
+    return rows
+
+
+def _actual_rows(batch: pa.RecordBatch | None) -> list[dict]:
+    if batch is None:
+        return []
+    rows = []
+    timestamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    for row, ts in zip(batch.to_pylist(), timestamps, strict=True):
+        row.pop("timestamp")
+        row["timestamp_us"] = ts
+        rows.append(row)
+    return rows
+
+
+def _build_fetch(batches: list[tuple[list[Record], Compression, bool]], base: int = 0) -> bytes:
+    out = bytearray()
+    offset = base
+    for records, codec, append_time in batches:
+        out += build_batch(
+            records,
+            base_offset=offset,
+            compression=codec,
+            log_append_time=append_time,
+            now_ms=1_700_000_000_000,
+        )
+        offset += len(records)
+    return bytes(out)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(batch_st, min_size=1, max_size=4), st.integers(0, 40), st.integers(0, 200))
+def test_matches_the_record_decoder(batches, start_cut: int, length: int) -> None:
+    buf = _build_fetch(batches, base=1000)
+    start = 1000 + start_cut
+    end = start + length
+    chunk = decode_fetch(
+        buf, topic="t", partition=3, start_offset=start, end_offset=end, include_headers=True
+    )
+    expected = _expected_rows(buf, start, end, "t", 3)
+    assert _actual_rows(chunk.batch) == expected
+    assert chunk.rows == len(expected)
+    if chunk.batch is not None:
+        assert chunk.batch.schema.equals(arrow_source_schema(True))
+    # Progress: past every batch that starts before the end, never behind the start.
+    batch_ends = [1000 + sum(len(r) for r, _, _ in batches[: i + 1]) for i in range(len(batches))]
+    batch_starts = [1000, *batch_ends[:-1]]
+    reached = [e for b, e in zip(batch_starts, batch_ends, strict=True) if b < end]
+    assert chunk.next_offset == max([start, *reached])
+
+
+def test_without_headers_the_schema_has_no_headers_column() -> None:
+    buf = _build_fetch([([Record(b"v", b"k", headers=[("h", b"1")])], Compression.NONE, False)])
+    chunk = decode_fetch(buf, topic="t", partition=0, start_offset=0, end_offset=10)
+    assert chunk.batch is not None
+    assert chunk.batch.schema.equals(arrow_source_schema(False))
+    assert chunk.batch.column("value").to_pylist() == [b"v"]
+
+
+def test_trailing_partial_batch_is_left_for_the_next_fetch() -> None:
+    whole = _build_fetch([([Record(b"a")] * 3, Compression.NONE, False)])
+    second = build_batch([Record(b"b")] * 2, base_offset=3)
+    chunk = decode_fetch(
+        whole + bytes(second[:-5]), topic="t", partition=0, start_offset=0, end_offset=100
+    )
+    assert chunk.rows == 3 and chunk.next_offset == 3
+
+
+def test_read_committed_skips_aborted_transactions_and_markers() -> None:
+    pid = 77
+    abort_marker = Record(value=struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, 0))
+    commit_marker = Record(value=struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, 1))
+    parts = [
+        build_batch([Record(b"plain")], base_offset=0),
+        build_batch(
+            [Record(b"aborted1"), Record(b"aborted2")],
+            base_offset=1,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        ),
+        build_batch(
+            [abort_marker],
+            base_offset=3,
+            producer_id=pid,
+            producer_epoch=0,
+            transactional=True,
+            is_control=True,
+        ),
+        build_batch(
+            [Record(b"committed")],
+            base_offset=4,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=2,
+            transactional=True,
+        ),
+        build_batch(
+            [commit_marker],
+            base_offset=5,
+            producer_id=pid,
+            producer_epoch=0,
+            transactional=True,
+            is_control=True,
+        ),
+    ]
+    buf = b"".join(bytes(p) for p in parts)
+    committed = decode_fetch(
+        buf,
+        topic="t",
+        partition=0,
+        start_offset=0,
+        end_offset=6,
+        aborted_transactions=[AbortedTransaction(pid, 1)],
+    )
+    assert committed.batch is not None
+    assert committed.batch.column("value").to_pylist() == [b"plain", b"committed"]
+    assert committed.batch.column("offset").to_pylist() == [0, 4]
+    assert committed.next_offset == 6
+    everything = decode_fetch(buf, topic="t", partition=0, start_offset=0, end_offset=6)
+    assert everything.batch is not None
+    assert everything.batch.column("offset").to_pylist() == [0, 1, 2, 4]
+
+
+def test_only_control_batches_give_no_rows_but_progress() -> None:
+    marker = Record(value=struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, 1))
+    buf = bytes(
+        build_batch(
+            [marker],
+            base_offset=9,
+            producer_id=1,
+            producer_epoch=0,
+            transactional=True,
+            is_control=True,
+        )
+    )
+    chunk = decode_fetch(buf, topic="t", partition=0, start_offset=9, end_offset=20)
+    assert chunk.batch is None and chunk.rows == 0 and chunk.next_offset == 10
+
+
+def test_bad_bytes_raise_corrupt_record_error_only() -> None:
+    rng = random.Random(7)
+    good = _build_fetch(
+        [
+            (
+                [
+                    Record(
+                        bytes(rng.randrange(256) for _ in range(rng.randrange(60))),
+                        headers=[("k", b"v")],
+                    )
+                    for _ in range(20)
+                ],
+                codec,
+                False,
+            )
+            for codec in (Compression.NONE, Compression.GZIP, Compression.ZSTD)
+        ]
+    )
+    outcomes = {"ok": 0, "corrupt": 0}
+    for trial in range(400):
+        mutated = bytearray(good)
+        for _ in range(1 + trial % 4):
+            mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+        for verify in (True, False):
+            try:
+                decode_fetch(
+                    bytes(mutated),
+                    topic="t",
+                    partition=0,
+                    start_offset=0,
+                    end_offset=10**9,
+                    include_headers=True,
+                    verify_crc=verify,
+                )
+                outcomes["ok"] += 1
+            except CorruptRecordError:
+                outcomes["corrupt"] += 1
+    assert outcomes["corrupt"] > 0
+
+
+@pytest.mark.parametrize("cut", [1, 12, 60, 61, 62, 100])
+def test_cut_batches_never_crash(cut: int) -> None:
+    buf = _build_fetch([([Record(b"x" * 50, b"k")] * 4, Compression.NONE, False)])
+    chunk = decode_fetch(buf[:cut], topic="t", partition=0, start_offset=0, end_offset=10)
+    assert chunk.batch is None and chunk.next_offset == 0
+
+
+def test_hostile_record_length_is_rejected_without_crc() -> None:
+    buf = bytearray(_build_fetch([([Record(b"x" * 50)] * 2, Compression.NONE, False)]))
+    buf[61] = 0x7E  # first record's length varint: 63 instead of the real length
+    with pytest.raises(CorruptRecordError):
+        decode_fetch(
+            bytes(buf), topic="t", partition=0, start_offset=0, end_offset=10, verify_crc=False
+        )
