@@ -1,0 +1,110 @@
+"""Log-directory checkpoint files and the atomic write they rely on.
+
+Files ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (and the
+cleaner's ``cleaner-offset-checkpoint``) use Kafka's text format, ASCII, one item a line::
+
+    0                    <- format version
+    2                    <- number of entries
+    orders 0 1500        <- "<topic> <partition> <offset>"
+    orders 1 1210
+
+Topic names cannot contain spaces (Kafka allows only ``[a-zA-Z0-9._-]``), so splitting on
+whitespace is unambiguous.
+
+Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the
+old file and the directory is fsynced, so after a crash the file holds either the old or
+the new content, never a torn mix. A stray ``.tmp`` left by a crash is ignored on read
+and overwritten by the next write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from odradek.storage.errors import CorruptCheckpointError
+
+CHECKPOINT_VERSION = 0
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+TopicPartition = tuple[str, int]
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so that renames and creations inside it survive a power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: write ``.tmp``, fsync, rename over, fsync the directory."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class OffsetCheckpointFile:
+    """A ``topic partition offset`` checkpoint in Kafka's format."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+        for (topic, partition), offset in sorted(offsets.items()):
+            if not topic or any(c.isspace() for c in topic):
+                raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint")
+            lines.append(f"{topic} {partition} {offset}")
+        atomic_write(self.path, ("\n".join(lines) + "\n").encode("ascii"))
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The entries; an absent file is empty; a malformed one raises CorruptCheckpointError."""
+        try:
+            text = self.path.read_bytes().decode("ascii")
+        except FileNotFoundError:
+            return {}
+        except UnicodeDecodeError:
+            raise CorruptCheckpointError(f"{self.path}: not an ASCII checkpoint file") from None
+        lines = text.splitlines()
+        if len(lines) < 2:
+            raise CorruptCheckpointError(f"{self.path}: missing version or entry count")
+        if lines[0].strip() != str(CHECKPOINT_VERSION):
+            raise CorruptCheckpointError(f"{self.path}: unsupported version {lines[0].strip()!r}")
+        try:
+            count = int(lines[1])
+        except ValueError:
+            raise CorruptCheckpointError(f"{self.path}: bad entry count {lines[1]!r}") from None
+        body = [line for line in lines[2:] if line.strip()]
+        if count < 0 or len(body) != count:
+            raise CorruptCheckpointError(
+                f"{self.path}: header says {count} entries, file has {len(body)}"
+            )
+        entries: dict[TopicPartition, int] = {}
+        for number, line in enumerate(body, start=3):
+            fields = line.split()
+            try:
+                topic, partition, offset = fields[0], int(fields[1]), int(fields[2])
+                if len(fields) != 3:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise CorruptCheckpointError(
+                    f"{self.path}:{number}: malformed line {line!r}"
+                ) from None
+            entries[(topic, partition)] = offset
+        return entries
