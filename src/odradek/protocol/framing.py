@@ -1,0 +1,138 @@
+"""Size-delimited framing of the Kafka protocol, without I/O.
+
+Wire format: every request and response is ``int32 size`` (big-endian, counting the bytes
+that follow) followed by ``size`` bytes. The broker refuses a size above
+``socket.request.max.bytes`` (default 104857600) or below zero before buffering anything,
+as Kafka's ``NetworkReceive`` does, so a stray TLS hello or HTTP request cannot make it
+allocate gigabytes.
+
+``FrameDecoder.feed`` returns complete frames without their size prefix. Frames that lie
+entirely inside one ``feed`` argument are returned as ``memoryview`` slices of it (no
+copy); a frame assembled from several reads is returned as ``bytes``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "FrameTooLargeError", "frame"]
+
+DEFAULT_MAX_FRAME_SIZE = 104_857_600  # socket.request.max.bytes
+SIZE_PREFIX = 4
+
+_SIZE = struct.Struct(">i")
+
+
+class FrameTooLargeError(ValueError):
+    """A size prefix outside ``0..max_frame_size`` (too large, or negative).
+
+    ``size`` is the offending value. The connection that sent it must be closed: the
+    stream cannot be resynchronised.
+    """
+
+    def __init__(self, size: int, max_frame_size: int) -> None:
+        if size < 0:
+            message = f"invalid negative frame size {size}"
+        else:
+            message = f"frame size {size} exceeds the maximum of {max_frame_size} bytes"
+        super().__init__(message)
+        self.size = size
+        self.max_frame_size = max_frame_size
+
+
+def frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """Prefix ``payload`` with its int32 size."""
+    return _SIZE.pack(len(payload)) + bytes(payload)
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames; bounded by ``max_frame_size`` per frame.
+
+    After a ``FrameTooLargeError`` the decoder is poisoned: every later ``feed`` raises
+    the same error, because the stream position is lost.
+    """
+
+    __slots__ = ("_buffer", "_error", "_expected", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < 0:
+            raise ValueError(f"max_frame_size must be >= 0, got {max_frame_size}")
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        # Size of the frame being assembled in _buffer (prefix already consumed), or -1
+        # while the size prefix itself is incomplete.
+        self._expected = -1
+        self._error: FrameTooLargeError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame (including a partial size prefix)."""
+        return len(self._buffer)
+
+    @property
+    def pending_frame_size(self) -> int | None:
+        """Size of the frame being assembled, once its prefix has arrived."""
+        return self._expected if self._expected >= 0 else None
+
+    def _check(self, size: int) -> None:
+        if size < 0 or size > self.max_frame_size:
+            self._error = FrameTooLargeError(size, self.max_frame_size)
+            raise self._error
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes]:
+        """Consume ``data``; return the frames it completes, in order."""
+        if self._error is not None:
+            raise self._error
+        frames: list[memoryview | bytes] = []
+        if not data:
+            return frames
+        view = memoryview(data)
+        position = 0
+        end = len(view)
+
+        if self._buffer:
+            # Finish the frame (or size prefix) that earlier reads started.
+            if self._expected < 0:
+                need = SIZE_PREFIX - len(self._buffer)
+                self._buffer += view[:need]
+                position = min(need, end)
+                if len(self._buffer) < SIZE_PREFIX:
+                    return frames
+                (size,) = _SIZE.unpack_from(self._buffer)
+                self._check(size)
+                self._expected = size
+                self._buffer.clear()
+            need = self._expected - len(self._buffer)
+            take = min(need, end - position)
+            self._buffer += view[position : position + take]
+            position += take
+            if len(self._buffer) < self._expected:
+                return frames
+            frames.append(bytes(self._buffer))
+            self._buffer.clear()
+            self._expected = -1
+        elif self._expected > 0:
+            # The prefix arrived alone in the previous read; the body starts here.
+            take = min(self._expected, end)
+            if take == self._expected:
+                frames.append(view[:take])
+                position = take
+                self._expected = -1
+            else:
+                self._buffer += view
+                return frames
+
+        # Fast path: whole frames that lie inside this read are sliced, not copied.
+        while end - position >= SIZE_PREFIX:
+            (size,) = _SIZE.unpack_from(view, position)
+            self._check(size)
+            start = position + SIZE_PREFIX
+            if end - start < size:
+                self._expected = size
+                self._buffer += view[start:end]
+                return frames
+            frames.append(view[start : start + size])
+            position = start + size
+        if position < end:
+            self._buffer += view[position:end]
+        return frames
