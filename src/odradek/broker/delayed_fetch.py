@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from odradek.broker.purgatory import DelayedOperation, DelayedOperationPurgatory, TimerDriver
-from odradek.broker.timing_wheel import Timer
+from odradek.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from odradek.broker.timing_wheel import Timer, TimerDriver
 
 
 class DelayedFetch(DelayedOperation):
@@ -41,6 +41,7 @@ class FetchWaiters:
         self.timer = Timer()
         self.purgatory = DelayedOperationPurgatory("Fetch", self.timer)
         self._driver: TimerDriver | None = None
+        self._waiting: set[DelayedFetch] = set()
 
     def _ensure_driver(self) -> None:
         if self._driver is None:
@@ -55,16 +56,20 @@ class FetchWaiters:
         operation = DelayedFetch(max_wait_ms, ready, done)
         if self.purgatory.try_complete_else_watch(operation, keys):
             return
-        if self._driver is not None:
-            self._driver.wake()
-        await done
+        self._waiting.add(operation)
+        try:
+            await done
+        finally:
+            self._waiting.discard(operation)
 
     def notify(self, topic: str, partition: int) -> None:
         """Data arrived in a partition: complete the fetches it satisfies."""
         self.purgatory.check_and_complete((topic, partition))
 
-    def wake_all(self) -> None:
+    async def close(self) -> None:
         """At shutdown: answer every waiting fetch now with what there is."""
+        for operation in list(self._waiting):
+            operation.force_complete()
         self.purgatory.shutdown()
         if self._driver is not None:
-            self._driver.stop()
+            await self._driver.stop()

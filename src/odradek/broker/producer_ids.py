@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from odradek.cluster.local_store import write_atomically
+from odradek.storage.checkpoint import atomic_write
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
@@ -32,7 +32,7 @@ class ProducerIdManager:
     def next_id(self) -> int:
         if self._next >= self._block_end:
             self._block_end = self._next + BLOCK_SIZE
-            write_atomically(self._path, f"{self._block_end}\n".encode())
+            atomic_write(self._path, f"{self._block_end}\n".encode())
         producer_id = self._next
         self._next += 1
         return producer_id

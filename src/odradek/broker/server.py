@@ -154,7 +154,7 @@ class KafkaServer:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self.fetch_waiters.wake_all()
+        await self.fetch_waiters.close()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)

@@ -9,7 +9,6 @@ new version. With a single broker, that broker leads every partition.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -21,23 +20,10 @@ from odradek.cluster.metadata import (
     TopicMetadata,
     validate_topic_name,
 )
+from odradek.storage.checkpoint import atomic_write
 
 FILE_NAME = "odradek-metadata.json"
 FORMAT_VERSION = 1
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class LocalMetadataStore(MetadataStore):
@@ -177,4 +163,4 @@ class LocalMetadataStore(MetadataStore):
                 for t in sorted(self._topics.values(), key=lambda t: t.name)
             ],
         }
-        write_atomically(self._path, json.dumps(doc, indent=1).encode())
+        atomic_write(self._path, json.dumps(doc, indent=1).encode())

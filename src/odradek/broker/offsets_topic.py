@@ -1,0 +1,117 @@
+"""The ``__consumer_offsets`` topic as the group coordinator sees it.
+
+The coordinator keeps its whole state as records in this compacted topic: committed
+offsets and group metadata keyed by group (and topic-partition), tombstones on deletion.
+This module is the coordinator's only window on it — append records to one partition,
+read a partition back from its start — so the coordinator never touches storage itself
+and can be rebuilt on whichever broker leads a partition.
+
+The topic is created on first use, as Kafka does: with ``offsets.topic.num.partitions``
+partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from odradek.cluster.metadata import MetadataError
+from odradek.records.batch import Record, build_batch, decode_batches
+from odradek.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+
+
+class OffsetsAppendError(Exception):
+    """An append to the offsets topic failed; ``error_code`` is the Kafka code."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class OffsetsTopic:
+    def __init__(self, server: KafkaServer) -> None:
+        self._server = server
+        self.num_partitions: int = server.config.get("offsets.topic.num.partitions")
+
+    def exists(self) -> bool:
+        return self._server.metadata.topic(OFFSETS_TOPIC) is not None
+
+    def ensure_created(self) -> bool:
+        """Create the topic if missing; True if this call created it."""
+        if self.exists():
+            topic = self._server.metadata.topic(OFFSETS_TOPIC)
+            assert topic is not None
+            self.num_partitions = len(topic.partitions)
+            return False
+        brokers = len(self._server.metadata.brokers())
+        replication = min(self._server.config.get("offsets.topic.replication.factor"), brokers)
+        try:
+            self._server.topics.create_topic(
+                OFFSETS_TOPIC,
+                self.num_partitions,
+                replication,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self._server.config.get("offsets.topic.segment.bytes")),
+                    "compression.type": "producer",
+                },
+            )
+        except MetadataError as exc:
+            if exc.error_name != "TOPIC_ALREADY_EXISTS":
+                raise
+            return False
+        return True
+
+    def is_local_leader(self, partition: int) -> bool:
+        hosted = self._server.replica_manager.partition(OFFSETS_TOPIC, partition)
+        return hosted is not None and hosted.leader_id == self._server.broker_id
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        batch = build_batch([Record(key=key, value=value) for key, value in records])
+        result = self._server.replica_manager.append(
+            OFFSETS_TOPIC, partition, batch, required_acks=-1
+        )
+        if result.error_code != 0:
+            raise OffsetsAppendError(
+                result.error_code,
+                result.error_message or f"append to {OFFSETS_TOPIC}-{partition} failed",
+            )
+        return result.base_offset + len(records) - 1
+
+    def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """Every (offset, key, value) from the log start to the high watermark."""
+        hosted = self._server.replica_manager.partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            return
+        log_ = hosted.log
+        offset = log_.log_start_offset
+        end = hosted.high_watermark
+        while offset < end:
+            try:
+                info = log_.read(offset, _READ_CHUNK, max_offset=end, min_one_batch=True)
+            except StorageError:
+                return
+            data = info.read_bytes()
+            if not data:
+                return
+            last = offset
+            for batch in decode_batches(data):
+                last = batch.next_offset
+                if batch.is_control:
+                    continue
+                for record in batch.records:
+                    if record.offset >= offset and record.key is not None:
+                        yield record.offset, record.key, record.value
+            if last <= offset:
+                return
+            offset = last
+
+    def log_end_offset(self, partition: int) -> int:
+        hosted = self._server.replica_manager.partition(OFFSETS_TOPIC, partition)
+        return hosted.log.log_end_offset if hosted is not None else 0
