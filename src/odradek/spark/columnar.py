@@ -257,6 +257,9 @@ def decode_fetch(
     view = memoryview(data_in)
     for pos, header in iter_headers(data_in, verify_crc=verify_crc):
         if header.base_offset >= end_offset:
+            # Batches come in offset order: nothing below end_offset is left (offsets in
+            # between were compacted away), so the range is done.
+            next_offset = max(next_offset, end_offset)
             break
         next_offset = max(next_offset, header.next_offset)
         if header.next_offset <= start_offset:
