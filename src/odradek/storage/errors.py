@@ -107,3 +107,38 @@ class CorruptSnapshotError(StorageError):
 
 class CorruptCheckpointError(StorageError):
     """A text checkpoint file (leader epochs, offsets) is malformed."""
+
+
+# --- appended by storage-core (append validation and replication) ---
+
+
+class RecordBatchTooLargeError(StorageError):
+    """An append is larger than segment.bytes: it could never fit in one segment."""
+
+    error_code = 18  # RECORD_LIST_TOO_LARGE
+
+
+class CorruptBatchError(InvalidRecordError):
+    """A produced batch failed its CRC32C check or cannot be parsed as a v2 batch."""
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A CreateTime timestamp is outside message.timestamp.before/after.max.ms of now."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the log end offset (its offsets would go backwards).
+
+    Not a wire error: the replica fetcher treats it as a reason to truncate and refetch.
+    """
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, *, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
