@@ -26,6 +26,7 @@ individual records there.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -42,6 +43,7 @@ PARTITION_LEADER_EPOCH_POS = 12
 MAGIC_POS = 16
 CRC_POS = 17
 ATTRIBUTES_POS = 21
+MAX_TIMESTAMP_POS = 35
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -58,6 +60,9 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 
 
 class BatchHeader(NamedTuple):
@@ -123,6 +128,8 @@ def peek_batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | 
     Raises CorruptRecordError if the length field is impossible (smaller than a header).
     Never trusts the length to allocate anything.
     """
+    if pos < 0:
+        raise CorruptRecordError(f"batch position {pos} is negative")
     if len(buf) - pos < LOG_OVERHEAD:
         return None
     (batch_length,) = _LENGTH.unpack_from(buf, pos + BATCH_LENGTH_POS)
@@ -136,6 +143,8 @@ def peek_batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the header of the batch at ``pos``. Checks length and magic, not the CRC."""
+    if pos < 0:
+        raise CorruptRecordError(f"batch position {pos} is negative")
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(
             f"batch at byte {pos} is truncated: {len(buf) - pos} bytes, header needs {HEADER_SIZE}"
@@ -186,7 +195,28 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     _LEADER_EPOCH.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, epoch)
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, verify_crc: bool = True):
+def set_log_append_time(buf: bytearray | memoryview, pos: int, append_time_ms: int) -> None:
+    """Mark the batch at ``pos`` LogAppendTime with ``append_time_ms`` and re-stamp its CRC.
+
+    What a broker does for a topic with ``message.timestamp.type=LogAppendTime``:
+    attributes bit 3 and maxTimestamp change in place (both are CRC-covered, so the
+    CRC is recomputed); records keep their create-time deltas, which readers ignore
+    for such batches. The caller is expected to have checked the CRC first.
+    """
+    header = parse_header(buf, pos)
+    if len(buf) - pos < header.size:
+        raise CorruptRecordError(
+            f"batch at byte {pos} is truncated: batchLength says {header.size} bytes, "
+            f"{len(buf) - pos} present"
+        )
+    _ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_POS, header.attributes | TIMESTAMP_TYPE_MASK)
+    _MAX_TIMESTAMP.pack_into(buf, pos + MAX_TIMESTAMP_POS, append_time_ms)
+    _CRC.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, header.size))
+
+
+def iter_headers(
+    buf: bytes | bytearray | memoryview, verify_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch in ``buf``.
 
     Stops cleanly at a trailing partial batch (as a fetch response may end with one);
