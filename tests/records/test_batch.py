@@ -443,6 +443,14 @@ def test_rebuild_to_an_empty_batch_keeps_the_header_for_producer_state() -> None
     assert len(raw) == 61
 
 
+def test_an_empty_compressed_batch_is_not_decompressed() -> None:
+    # Java never decompresses a batch that declares no records; neither do we.
+    raw = bytearray(rebuild_batch(decode_batch(build_batch(_records(2), now_ms=NOW)), []))
+    raw[22] |= int(Compression.GZIP)
+    restamped = decode_batch(raw, verify_crc=False)
+    assert restamped.records == [] and restamped.compression is Compression.GZIP
+
+
 def test_rebuild_with_a_delete_horizon() -> None:
     original = decode_batch(build_batch(_records(4), now_ms=NOW))
     rebuilt = decode_batch(rebuild_batch(original, delete_horizon_ms=NOW + 86_400_000))

@@ -625,6 +625,10 @@ def decode_batch(
         )
     if verify_crc:
         check_crc(buf, pos, header)
+    if header.records_count == 0:
+        # An empty batch (left by compaction to keep producer state) has nothing to
+        # decode; like Java's DefaultRecordBatch, do not even look at the section.
+        return DecodedBatch(header, [])
     codec = header.attributes & COMPRESSION_MASK
     section = memoryview(buf)[pos + HEADER_SIZE : pos + size]
     if codec == Compression.NONE:
