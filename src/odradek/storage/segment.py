@@ -1,0 +1,558 @@
+"""One log segment: a ``.log`` file of record batches plus its three index files.
+
+Files of the segment whose first offset is ``base_offset``, in the partition directory
+(names are the base offset in 20 decimal digits, so they sort in offset order)::
+
+    00000000000000368769.log        record batches v2, back to back, exactly as
+                                    produced except for the base offset and partition
+                                    leader epoch the broker wrote into them (see
+                                    odradek.records.header for the 61-byte header)
+    00000000000000368769.index      sparse offset -> position index (offset_index.py)
+    00000000000000368769.timeindex  timestamp -> offset index (time_index.py)
+    00000000000000368769.txnindex   aborted transactions, created on first abort
+                                    (txn_index.py)
+
+A suffix after the extension marks a file in transition: ``.deleted`` (retention or
+truncation removed the segment; the file goes after ``file.delete.delay.ms``),
+``.cleaned`` (a compaction result being written) and ``.swap`` (a compaction result
+ready to replace the segments it covers; see Log.replace_segments).
+
+The segment never decodes records: it reads batch headers to find positions, and
+recovery checks each batch's length, magic, CRC32C and offsets. Everything is loaded
+lazily so that opening a segment reads nothing. Not thread-safe by itself: the Log's
+lock serialises access, except :meth:`LogSegment.flush`, which may run in another
+thread while appends continue.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from odradek.records.errors import CorruptRecordError
+from odradek.records.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_crc,
+    parse_header,
+    peek_batch_size,
+)
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import CorruptIndexError, StorageError
+from odradek.storage.file_region import FileRegion, SharedFile
+from odradek.storage.offset_index import INT32_MAX, OffsetIndex
+from odradek.storage.time_index import NO_TIMESTAMP, TimeIndex
+from odradek.storage.txn_index import TransactionIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# Header scans read this much at a time: many small batches per read, and only a few
+# wasted bytes per read when batches are large.
+_SCAN_CHUNK = 16384
+# Recovery reads (and CRC-checks) this much at a time.
+_RECOVERY_CHUNK = 4 * 1024 * 1024
+
+# (position within the appended bytes, size, base offset, last offset, max timestamp)
+BatchEntry = tuple[int, int, int, int, int]
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(name: str) -> int | None:
+    """The base offset a segment file name starts with, or None if it is not one."""
+    stem = name.split(".", 1)[0]
+    if len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class LogSegment:
+    """The files of one segment and the per-segment state derived from them."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        file_suffix: str = "",
+        create: bool = False,
+    ) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.file_suffix = file_suffix
+        self.log_path = self._path(LOG_SUFFIX)
+        self._file: SharedFile | None = None
+        if create:
+            self._file = SharedFile(
+                self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+            )
+            self._size: int | None = 0
+        else:
+            self._size = None  # stat lazily: opening a log must not touch every segment
+        self.offset_index = OffsetIndex(
+            self._path(INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            self._path(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self._txn_index: TransactionIndex | None = None
+        self._indexes_checked = create
+        self.created_ms = now_ms
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
+        # Timestamp of the first batch (Kafka's rollingBasedTimestamp), loaded on demand.
+        self._first_timestamp: int | None = None
+        self._first_timestamp_loaded = create
+        # Largest batch max-timestamp and the last offset of that batch, loaded on demand.
+        self._max_timestamp: int | None = None
+        self._offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self._log_dirty = False
+        self.closed = False
+
+    def _path(self, kind: str) -> Path:
+        return self.directory / file_name(self.base_offset, kind + self.file_suffix)
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
+        file_suffix: str = "",
+    ) -> LogSegment:  # fmt: skip
+        """A new, empty segment (its ``.log`` must not exist yet)."""
+        return cls(
+            directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix, create=True
+        )
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
+        file_suffix: str = "",
+    ) -> LogSegment:  # fmt: skip
+        """An existing segment; reads nothing until used."""
+        return cls(directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix)
+
+    # -- files -------------------------------------------------------------------------
+
+    def _shared_file(self) -> SharedFile:
+        if self._file is None:
+            if self.closed:
+                raise StorageError(f"segment {self.log_path} is closed")
+            self._file = SharedFile(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        return self._file
+
+    @property
+    def size(self) -> int:
+        """Bytes of whole batches in the ``.log`` file."""
+        if self._size is None:
+            self._size = os.stat(self.log_path).st_size
+        return self._size
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), self.base_offset)
+        return self._txn_index
+
+    def reset_txn_index(self) -> None:
+        """Remove the transaction index (corrupt); it is rebuilt by producer-state replay."""
+        self.txn_index.delete()
+        self._txn_index = None
+
+    def _checked_indexes(self) -> None:
+        """On first use, make sure both index files are well-formed; rebuild them if not."""
+        if self._indexes_checked:
+            return
+        self._indexes_checked = True
+        try:
+            self.offset_index.sanity_check()
+            self.time_index.sanity_check()
+            _, position = self.offset_index.last_entry
+            if position >= max(self.size, 1) and self.offset_index.entries:
+                raise CorruptIndexError(f"{self.offset_index.path}: points past the log end")
+        except CorruptIndexError:
+            self.rebuild_indexes()
+
+    def region(self, position: int, length: int) -> FileRegion:
+        shared = self._shared_file()
+        return FileRegion(shared.fd, position, length, shared)
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return self.region(position, length).read()
+
+    # -- batch headers -----------------------------------------------------------------
+
+    def iter_batches(
+        self, start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each whole batch in ``[start, end)``; trusts the data.
+
+        ``start`` must be a batch boundary. Bytes that cannot be a header raise
+        StorageError: this is the read path, where the log has already been recovered.
+        """
+        fd = self._shared_file().fd
+        limit = self.size if end is None else min(end, self.size)
+        pos = start
+        buf = b""
+        buf_pos = start
+        while limit - pos >= HEADER_SIZE:
+            rel = pos - buf_pos
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK, limit - pos), pos)
+                buf_pos = pos
+                rel = 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            try:
+                header = parse_header(buf, rel)
+            except CorruptRecordError as exc:
+                raise StorageError(f"{self.log_path}: {exc}") from None
+            if pos + header.size > limit:
+                return
+            yield pos, header
+            pos += header.size
+
+    def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+        """The first batch at or after ``start`` whose last offset is >= ``offset``."""
+        self._checked_indexes()
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.iter_batches(max(position, start)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def batch_end_at_or_before(self, limit: int, start: int) -> int:
+        """The greatest batch end position <= ``limit``, for batches from ``start`` on."""
+        if limit >= self.size:
+            return self.size
+        self._checked_indexes()
+        _, position = self.offset_index.lookup_by_position(limit)
+        end = max(position, start)
+        for pos, header in self.iter_batches(end):
+            if pos + header.size > limit:
+                break
+            end = pos + header.size
+        return end
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch: from the last index entry plus a short scan."""
+        self._checked_indexes()
+        _, position = self.offset_index.last_entry
+        next_offset = self.base_offset
+        for _, header in self.iter_batches(position):
+            next_offset = header.next_offset
+        return next_offset
+
+    # -- timestamps --------------------------------------------------------------------
+
+    def _load_max_timestamp(self) -> None:
+        if self._max_timestamp is None:
+            self._checked_indexes()
+            self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch max-timestamp in the segment, -1 if none."""
+        self._load_max_timestamp()
+        assert self._max_timestamp is not None
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._load_max_timestamp()
+        return self._offset_of_max_timestamp
+
+    def largest_timestamp(self) -> int:
+        """For time retention: the max timestamp, else the file's modification time."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def first_batch_timestamp(self) -> int | None:
+        """Max timestamp of the first batch (what segment.ms is measured from), or None."""
+        if not self._first_timestamp_loaded:
+            self._first_timestamp_loaded = True
+            for _, header in self.iter_batches(0):
+                self._first_timestamp = header.max_timestamp
+                break
+        return self._first_timestamp
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at/after ``start_offset`` with a
+        timestamp >= ``timestamp``, or None if this segment has none.
+
+        The indexes find the batch; only that one batch is decoded to find the record.
+        """
+        self._checked_indexes()
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for pos, header in self.iter_batches(position):
+            if header.last_offset < start_offset or header.max_timestamp < timestamp:
+                continue
+            if header.is_log_append_time:
+                return max(header.base_offset, start_offset), header.max_timestamp
+            from odradek.records.batch import decode_batch
+
+            try:
+                batch = decode_batch(self.read_bytes(pos, header.size), verify_crc=False)
+            except CorruptRecordError as exc:
+                raise StorageError(f"{self.log_path}: batch at {pos}: {exc}") from None
+            for record in batch.records:
+                if record.offset >= start_offset and record.timestamp_ms >= timestamp:
+                    return record.offset, record.timestamp_ms
+            # Only the batch header claimed a timestamp this high (e.g. records removed by
+            # compaction): answer with the batch itself, as the header is what is indexed.
+            return max(header.base_offset, start_offset), header.max_timestamp
+        return None
+
+    # -- rolling -----------------------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's rule: measured in message time from the first batch when timestamps
+        exist, else in wall-clock time since the segment was created (or loaded)."""
+        first = self.first_batch_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self, append_size: int, max_timestamp: int, first_offset: int, last_offset: int,
+        now_ms: int,
+    ) -> bool:  # fmt: skip
+        """Whether an append of ``append_size`` bytes must go to a new segment."""
+        if not self.can_convert_to_relative_offset(
+            first_offset
+        ) or not self.can_convert_to_relative_offset(last_offset):
+            return True
+        if self.size == 0:
+            return False  # an empty segment takes anything (one batch may exceed a full index)
+        self._checked_indexes()
+        waited = self.time_waited_for_roll(now_ms, max_timestamp)
+        return (
+            self.size > self.config.segment_bytes - append_size
+            or waited > self.config.max_segment_ms - self.roll_jitter_ms
+            or self.offset_index.is_full
+            or self.time_index.is_full
+        )
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchEntry]) -> None:
+        """Write whole batches (offsets already assigned) and index them.
+
+        ``batches`` describes each batch in ``data``. On a write error the file is cut
+        back so that no partial batch is ever left behind a failed append.
+        """
+        self._checked_indexes()
+        self._load_max_timestamp()
+        shared = self._shared_file()
+        start = self.size
+        view = memoryview(data)
+        try:
+            written = 0
+            while written < len(view):
+                written += os.write(shared.fd, view[written:])
+        except OSError as exc:
+            os.ftruncate(shared.fd, start)
+            raise StorageError(f"{self.log_path}: append failed: {exc}") from exc
+        self._log_dirty = True
+        if start == 0 and batches:
+            self._first_timestamp = batches[0][4]
+            self._first_timestamp_loaded = True
+        self._index_batches(start, batches)
+        self._size = start + len(view)
+
+    def _index_batches(self, start: int, batches: Sequence[BatchEntry]) -> None:
+        interval = self.config.index_interval_bytes
+        max_timestamp = self._max_timestamp
+        assert max_timestamp is not None
+        for rel_pos, size, base_offset, last_offset, batch_max_timestamp in batches:
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
+                self._offset_of_max_timestamp = last_offset
+            if self.bytes_since_last_index_entry > interval:
+                # A full index only lengthens scans; the next append rolls.
+                if not self.offset_index.is_full:
+                    self.offset_index.append(base_offset, start + rel_pos)
+                if not self.time_index.is_full:
+                    self.time_index.maybe_append(max_timestamp, self._offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += size
+        self._max_timestamp = max_timestamp
+
+    # -- recovery ----------------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
+        """Validate every batch, rebuild both indexes, cut the file at the first bad byte.
+
+        A batch is valid if its length fits the file, its header parses (magic 2), its
+        CRC32C matches, its offsets start at or after the previous batch's next offset
+        and fit the segment's relative int32 range. Returns the bytes truncated.
+        ``on_batch(header, batch_bytes)`` is called for each valid batch, in order.
+        """
+        self._indexes_checked = True
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self._first_timestamp = None
+        self._first_timestamp_loaded = True
+        fd = self._shared_file().fd
+        file_size = os.fstat(fd).st_size
+        self._size = file_size
+        pos = 0
+        buf = b""
+        buf_pos = 0
+        expected = self.base_offset
+        while pos < file_size:
+            rel = pos - buf_pos
+            if rel + LOG_OVERHEAD > len(buf):
+                buf = os.pread(fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
+                buf_pos, rel = pos, 0
+            try:
+                size = peek_batch_size(buf, rel)
+                if size is None or pos + size > file_size:
+                    break  # torn write: the length field or the batch is incomplete
+                if rel + size > len(buf):
+                    buf = os.pread(fd, max(_RECOVERY_CHUNK, size), pos)
+                    buf_pos, rel = pos, 0
+                header = parse_header(buf, rel)
+                check_crc(buf, rel, header)
+            except CorruptRecordError:
+                break
+            if header.base_offset < expected or not self.can_convert_to_relative_offset(
+                header.last_offset
+            ):
+                break
+            if pos == 0:
+                self._first_timestamp = header.max_timestamp
+            self._index_batches(pos, ((0, size, header.base_offset, header.last_offset,
+                                       header.max_timestamp),))  # fmt: skip
+            if on_batch is not None:
+                on_batch(header, memoryview(buf)[rel : rel + size])
+            expected = header.next_offset
+            pos += size
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(fd, pos)
+            self._size = pos
+            self._log_dirty = True
+        return truncated
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild ``.index`` and ``.timeindex`` from the log data without truncating."""
+        self._indexes_checked = True
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        entries = [
+            (pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
+            for pos, h in self.iter_batches(0)
+        ]
+        self._index_batches(0, entries)
+
+    # -- truncation --------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int) -> int | None:
+        """Remove every batch whose last offset is >= ``offset``.
+
+        Returns the base offset of the first batch removed, or None if nothing was.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, header = found
+        cut = header.base_offset
+        self.offset_index.truncate_to(cut)
+        self.time_index.truncate_to(cut)
+        self.txn_index.truncate_to(cut)
+        os.ftruncate(self._shared_file().fd, position)
+        self._size = position
+        self._log_dirty = True
+        self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+        self.bytes_since_last_index_entry = 0
+        if position == 0:
+            self.created_ms = now_ms
+            self._first_timestamp = None
+            self._first_timestamp_loaded = True
+        return cut
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """The segment stops being the active one: record its overall max timestamp."""
+        if self._max_timestamp is not None and self._max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+
+    def flush(self) -> None:
+        """fsync the log and index files. Safe to call from another thread."""
+        shared = self._file  # a local reference keeps the descriptor open meanwhile
+        if shared is not None and self._log_dirty and not shared.closed:
+            self._log_dirty = False
+            os.fsync(shared.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename every file of the segment to carry ``new_suffix`` (open handles stay valid)."""
+        old_log = self.log_path
+        self.file_suffix = new_suffix
+        self.log_path = self._path(LOG_SUFFIX)
+        if old_log.exists():
+            os.replace(old_log, self.log_path)
+        if self._file is not None:
+            self._file.path = self.log_path
+        self.offset_index.rename_to(self._path(INDEX_SUFFIX))
+        self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
+        self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))
+
+    def close(self) -> None:
+        """Release the files. Regions still in flight keep the log descriptor open."""
+        if self.closed:
+            return
+        self.on_become_inactive()
+        self.offset_index.close()
+        self.time_index.close()
+        if self._txn_index is not None:
+            self._txn_index.close()
+        self._file = None
+        self.closed = True
+
+    def delete_files(self) -> None:
+        """Close and unlink every file of the segment (missing files are fine)."""
+        self.closed = True
+        self._file = None
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.txn_index.delete()
+        try:
+            self.log_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self._size})"
