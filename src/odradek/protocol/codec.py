@@ -13,7 +13,8 @@ Decoding policy, following Kafka's broker:
   fall back); for any other API Kafka closes the connection, and so does odradek.
 * Header or body that does not parse: ``DecodeError(INVALID_REQUEST)``; the connection is
   closed (Kafka raises InvalidRequestException there).
-* Bytes after a complete body are ignored, as Kafka does.
+* Bytes after a complete body are ignored, as Kafka does; so are tagged fields kio does not
+  know (KIP-482; see ``lenient``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
 
 from odradek.protocol.errors import DecodeError, ErrorCode
 from odradek.protocol.headers import (
@@ -36,6 +36,7 @@ from odradek.protocol.headers import (
     parse_request_header,
     parse_response_header,
 )
+from odradek.protocol.lenient import read_entity
 from odradek.protocol.versions import (
     API_VERSIONS,
     SUPPORTED,
@@ -60,13 +61,19 @@ _INT16 = struct.Struct(">h")
 
 
 @cache
-def _request_reader(api_key: int, api_version: int) -> Any:
-    return entity_reader(load_request_schema(api_key, api_version))
+def _reader(entity_type: type) -> Any:
+    return entity_reader(entity_type)
 
 
-@cache
-def _response_reader(api_key: int, api_version: int) -> Any:
-    return entity_reader(load_response_schema(api_key, api_version))
+def _read_body(entity_type: type, payload: bytes | bytearray | memoryview, offset: int) -> Any:
+    try:
+        entity, _size = _reader(entity_type)(payload, offset)
+    except KeyError as exc:
+        # kio refuses tagged fields it does not know; KIP-482 says to skip them.
+        if "tagged field" not in str(exc):
+            raise
+        entity, _end = read_entity(entity_type, payload, offset)
+    return entity
 
 
 @cache
@@ -109,8 +116,8 @@ def decode_request(
             header=header,
         )
     try:
-        request, _size = _request_reader(api_key, api_version)(payload, offset)
-    except (SerialError, ValueError, TypeError, OverflowError, IndexError) as exc:
+        request = _read_body(load_request_schema(api_key, api_version), payload, offset)
+    except Exception as exc:
         raise DecodeError(
             f"cannot decode {api_name(api_key)} v{api_version} request body: "
             f"{type(exc).__name__}: {exc}",
@@ -193,11 +200,12 @@ def decode_response(
             # Other errors come in the requested version from Kafka, in v0 from some
             # brokers; try both, as Kafka's Java client does.
             versions_to_try.append(0)
+    failure: Exception | None = None
     for version in versions_to_try:
         try:
-            response, _size = _response_reader(api_key, version)(payload, offset)
+            response = _read_body(load_response_schema(api_key, version), payload, offset)
             return correlation_id, response
-        except (SerialError, ValueError, TypeError, OverflowError, IndexError, KeyError) as exc:
+        except Exception as exc:
             failure = exc
     raise DecodeError(
         f"cannot decode {api_name(api_key)} v{api_version} response body: "

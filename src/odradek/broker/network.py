@@ -1,0 +1,689 @@
+"""The broker's network layer: accept connections, read frames, dispatch, respond in order.
+
+One ``asyncio.Protocol`` per connection (works on the default loop and on uvloop). Per
+connection there are two tasks owned by the connection:
+
+* the *processor* decodes queued frames and calls ``handler.handle`` one request at a
+  time, in arrival order. Like Kafka (which mutes a channel until its request is done),
+  requests of one connection never run concurrently, so an idempotent producer's
+  pipelined batches are appended in order. A handler that wants to let later requests
+  proceed while it waits (a purgatory) returns ``DeferredResponse(awaitable)``;
+* the *writer* sends responses strictly in request order, waiting for a deferred one
+  before sending anything after it.
+
+Back-pressure: reading pauses while a connection has ``max_in_flight_per_connection``
+requests received but not answered, or ``max_buffered_bytes_per_connection`` bytes of
+queued frames (at most one socket read beyond either bound), and resumes below them.
+The writer honours the transport's write-buffer flow control, so a client that does not
+read cannot make the broker buffer without bound either.
+
+Errors, as Kafka handles them:
+
+* a size prefix above ``socket.request.max.bytes`` or negative, an undecodable header, an
+  unknown API key, a version outside the table (except ApiVersions) or a body that does
+  not parse: the connection is closed and one line is logged (no traceback);
+* an ApiVersions request of a version we do not know: an UNSUPPORTED_VERSION response in
+  the v0 format listing our ranges (clients retry with a version from it);
+* a handler exception: an error response with UNKNOWN_SERVER_ERROR for that request
+  (logged with its traceback, since it is a bug); for Produce with ``acks=0``, which
+  expects no response, the connection is closed instead, as Kafka does;
+* connections idle (nothing read or written, nothing in flight) for
+  ``connections.max.idle.ms`` are closed.
+
+File regions (objects with ``fd``, ``position``, ``length``) inside a ``ChunkedResponse``
+go out with ``os.sendfile`` once everything before them has left the transport's buffer;
+when the socket is full the next piece is copied with ``pread`` through the transport
+(which gives the loop a writability event) and sendfile resumes after it drains. If
+sendfile is unavailable for the descriptor, regions are copied with ``pread``. A region
+whose file got shorter than promised closes the connection: the frame size already sent
+cannot be honoured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from odradek.protocol.codec import (
+    api_versions_unsupported_response,
+    decode_request,
+    encode_response,
+)
+from odradek.protocol.error_responses import error_response
+from odradek.protocol.errors import DecodeError, ErrorCode
+from odradek.protocol.framing import FrameDecoder, FrameTooLargeError
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.versions import API_VERSIONS, PRODUCE, SUPPORTED, api_name
+
+__all__ = [
+    "ChunkedResponse",
+    "DeferredResponse",
+    "NetworkServer",
+    "RequestContext",
+    "RequestHandler",
+]
+
+DEFAULT_MAX_REQUEST_SIZE = 104_857_600  # socket.request.max.bytes
+DEFAULT_MAX_IN_FLIGHT = 100
+DEFAULT_IDLE_MS = 600_000  # connections.max.idle.ms
+# Bytes copied through the transport when the socket is full during a sendfile.
+_COPY_CHUNK = 256 * 1024
+# errno values meaning "sendfile cannot be used for this pair of descriptors".
+_SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK}
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who sent a request and its header; handed to the handler with the request."""
+
+    header: RequestHeader
+    client_host: str
+    client_port: int
+    connection_id: str
+    received_at: float = 0.0  # the server clock when the frame was complete
+
+
+@dataclass(slots=True)
+class ChunkedResponse:
+    """A pre-encoded, framed response (size prefix included) as bytes and file regions.
+
+    Regions need ``fd``, ``position`` and ``length``; ``encode_fetch_response`` builds these.
+    """
+
+    chunks: list[bytes | Any]
+
+
+@dataclass(slots=True)
+class DeferredResponse:
+    """The handler's ordering-sensitive work is done; the response comes later.
+
+    ``result`` resolves to what ``handle`` could have returned (entity, ChunkedResponse,
+    None). Later requests of the connection are handled meanwhile; responses still go
+    out in request order.
+    """
+
+    result: Awaitable[object | None]
+
+
+class RequestHandler(Protocol):
+    async def handle(self, ctx: RequestContext, request: object) -> object | None:
+        """Return a kio response entity, a ChunkedResponse, a DeferredResponse or None."""
+        ...
+
+
+class _TruncatedRegionError(Exception):
+    """A file region ended before its promised length."""
+
+
+class _Close:
+    """Queued instead of a response: close the connection once earlier ones are sent."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+_Outgoing = bytes | list[Any] | _Close
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: NetworkServer) -> None:
+        self._server = server
+        self._loop = asyncio.get_running_loop()
+        self._log = server.logger
+        self._decoder = FrameDecoder(server.max_request_size)
+        self._transport: asyncio.Transport | None = None
+        self._pending: deque[tuple[bytes | memoryview, float]] = deque()
+        self._pending_bytes = 0
+        self._pending_wakeup = asyncio.Event()
+        self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
+        self._responses_wakeup = asyncio.Event()
+        self._in_flight = 0  # received, not yet answered (or dropped for acks=0)
+        self._reading_paused = False
+        self._write_paused = False
+        self._write_resumed: asyncio.Future[None] | None = None
+        self._closed = False
+        self._stopping = False  # server shutdown: take no new requests
+        self.idle = asyncio.Event()  # set whenever nothing is in flight
+        self.idle.set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._deferred: set[asyncio.Future[Any]] = set()
+        self.last_active = server.clock()
+        self.client_host = ""
+        self.client_port = 0
+        self.connection_id = ""
+        self._socket_fd = -1
+        self._sendfile_usable = server.use_sendfile
+
+    # asyncio.Protocol callbacks --------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
+        self.client_host, self.client_port = str(peer[0]), int(peer[1])
+        self.connection_id = (
+            f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._server._connection_ids)}"
+        )
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._socket_fd = sock.fileno()
+        self._server._connections.add(self)
+        high, low = self._server.write_buffer_limits
+        transport.set_write_buffer_limits(high=high, low=low)
+        name = f"odradek-conn-{self.connection_id}"
+        self._tasks.append(self._loop.create_task(self._process(), name=f"{name}-process"))
+        self._tasks.append(self._loop.create_task(self._write(), name=f"{name}-write"))
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed or self._stopping:
+            return
+        self.last_active = self._server.clock()
+        try:
+            frames = self._decoder.feed(data)
+        except FrameTooLargeError as exc:
+            self._log.warning(
+                "closing connection %s from %s:%d: %s",
+                self.connection_id,
+                self.client_host,
+                self.client_port,
+                exc,
+            )
+            self.abort()
+            return
+        if not frames:
+            return
+        now = self.last_active
+        for frame in frames:
+            self._pending.append((frame, now))
+            self._pending_bytes += len(frame)
+        self._in_flight += len(frames)
+        self.idle.clear()
+        self._pending_wakeup.set()
+        self._update_reading()
+
+    def eof_received(self) -> bool:
+        # A half-closed client gets nothing more; Kafka closes such channels too.
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server._connections.discard(self)
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._pending_wakeup.set()
+        self._responses_wakeup.set()
+        if self._write_resumed is not None and not self._write_resumed.done():
+            self._write_resumed.set_result(None)
+        for future in self._deferred:
+            future.cancel()
+        # The processor is not cancelled: a handler half-way through a request finishes
+        # it (its response is dropped) rather than being interrupted at an arbitrary
+        # await. The writer has nothing left to do.
+        for task in self._tasks[1:]:
+            task.cancel()
+        self.idle.set()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._write_resumed is not None and not self._write_resumed.done():
+            self._write_resumed.set_result(None)
+
+    # Control ----------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._reading_paused
+
+    def abort(self) -> None:
+        """Close at once, dropping anything unsent."""
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        """Close after the transport flushes what it already holds."""
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def stop_reading(self) -> None:
+        """Server shutdown: accept no more requests; finish the ones received."""
+        self._stopping = True
+        if self._transport is not None and not self._closed and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def cancel_tasks(self) -> list[asyncio.Task[None]]:
+        for task in self._tasks:
+            task.cancel()
+        return self._tasks
+
+    def _update_reading(self) -> None:
+        if self._closed or self._transport is None:
+            return
+        server = self._server
+        over = (
+            self._in_flight >= server.max_in_flight_per_connection
+            or self._pending_bytes >= server.max_buffered_bytes_per_connection
+        )
+        if over and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        elif not over and self._reading_paused and not self._stopping:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def _request_done(self) -> None:
+        self._in_flight -= 1
+        self.last_active = self._server.clock()
+        if self._in_flight == 0:
+            self.idle.set()
+        self._update_reading()
+
+    # Processing -------------------------------------------------------------------------
+
+    async def _process(self) -> None:
+        while True:
+            while not self._pending:
+                if self._closed:
+                    return
+                self._pending_wakeup.clear()
+                await self._pending_wakeup.wait()
+            frame, received_at = self._pending.popleft()
+            self._pending_bytes -= len(frame)
+            try:
+                outgoing = await self._handle_frame(frame, received_at)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug in the protocol layer: drop the connection
+                self._log.exception("unexpected error on connection %s", self.connection_id)
+                outgoing = _Close(f"unexpected {type(exc).__name__}")
+            if self._closed:
+                return
+            if outgoing is None:
+                self._request_done()
+                continue
+            self._responses.append(outgoing)
+            self._responses_wakeup.set()
+            if isinstance(outgoing, _Close):
+                return
+
+    async def _handle_frame(
+        self, frame: bytes | memoryview, received_at: float
+    ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
+        server = self._server
+        try:
+            header, request = decode_request(frame, server.api_versions)
+        except DecodeError as exc:
+            if (
+                exc.api_key == API_VERSIONS
+                and exc.error_code == ErrorCode.unsupported_version
+                and isinstance(exc.header, RequestHeader)
+            ):
+                return api_versions_unsupported_response(exc.header, server.api_versions)
+            return _Close(f"{exc} (correlation id {exc.correlation_id})")
+        ctx = RequestContext(
+            header, self.client_host, self.client_port, self.connection_id, received_at
+        )
+        try:
+            result = await server.handler.handle(ctx, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return self._handler_failed(header, request)
+        if isinstance(result, DeferredResponse):
+            future = asyncio.ensure_future(self._finish_deferred(header, request, result))
+            self._deferred.add(future)
+            future.add_done_callback(self._deferred.discard)
+            return future
+        return self._encode(header, request, result)
+
+    async def _finish_deferred(
+        self, header: RequestHeader, request: object, deferred: DeferredResponse
+    ) -> _Outgoing | None:
+        try:
+            result = await deferred.result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return self._handler_failed(header, request)
+        return self._encode(header, request, result)
+
+    def _handler_failed(self, header: RequestHeader, request: object) -> _Outgoing:
+        self._log.exception(
+            "handler failed for %s v%d (correlation id %d) from %s on %s",
+            api_name(header.api_key),
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            self.connection_id,
+        )
+        if header.api_key == PRODUCE and getattr(request, "acks", None) == 0:
+            # The client expects no response; closing is the only way to tell it.
+            return _Close("handler failed for a Produce request with acks=0")
+        return self._error(header, request, ErrorCode.unknown_server_error)
+
+    def _error(self, header: RequestHeader, request: object, code: ErrorCode) -> bytes:
+        response = error_response(header.api_key, header.api_version, request, code)
+        return encode_response(header, response)
+
+    def _encode(self, header: RequestHeader, request: object, result: object) -> _Outgoing | None:
+        if result is None:
+            return None
+        if isinstance(result, ChunkedResponse):
+            return list(result.chunks)
+        try:
+            return encode_response(header, result)
+        except Exception:
+            self._log.exception(
+                "cannot encode the response to %s v%d (correlation id %d)",
+                api_name(header.api_key),
+                header.api_version,
+                header.correlation_id,
+            )
+            return self._error(header, request, ErrorCode.unknown_server_error)
+
+    # Writing ----------------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        try:
+            while True:
+                while not self._responses:
+                    if self._closed:
+                        return
+                    self._responses_wakeup.clear()
+                    await self._responses_wakeup.wait()
+                item = self._responses.popleft()
+                if isinstance(item, asyncio.Future):
+                    try:
+                        resolved = await item
+                    except asyncio.CancelledError:
+                        if self._closed:
+                            return
+                        raise
+                    if resolved is None:
+                        self._request_done()
+                        continue
+                    item = resolved
+                if isinstance(item, _Close):
+                    self._log.warning(
+                        "closing connection %s from %s:%d: %s",
+                        self.connection_id,
+                        self.client_host,
+                        self.client_port,
+                        item.reason,
+                    )
+                    self.close()
+                    return
+                if self._closed:
+                    return
+                await self._send(item)
+                self._request_done()
+        except (_TruncatedRegionError, OSError) as exc:
+            if not self._closed:
+                self._log.warning(
+                    "closing connection %s: sending a response failed: %s",
+                    self.connection_id,
+                    exc,
+                )
+                self.abort()
+
+    async def _send(self, item: bytes | list[Any]) -> None:
+        transport = self._transport
+        assert transport is not None
+        if isinstance(item, bytes):
+            transport.write(item)
+        else:
+            for chunk in item:
+                if isinstance(chunk, bytes | bytearray | memoryview):
+                    transport.write(chunk)
+                else:
+                    await self._send_region(chunk)
+                if self._closed:
+                    return
+        await self._drain()
+
+    async def _drain(self) -> None:
+        while self._write_paused and not self._closed:
+            self._write_resumed = self._loop.create_future()
+            await self._write_resumed
+
+    async def _wait_write_buffer_empty(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        if transport.get_write_buffer_size() == 0 or self._closed:
+            return
+        high, low = self._server.write_buffer_limits
+        # With both limits at 0 the transport pauses us now and resumes us exactly when
+        # its buffer is empty, which is when the socket is ours for sendfile.
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            await self._drain()
+        finally:
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=high, low=low)
+
+    async def _send_region(self, region: Any) -> None:
+        length = int(region.length)
+        if length <= 0:
+            return
+        fd = getattr(region, "fd", None)
+        if fd is None:
+            raise TypeError(f"response chunk {region!r} is neither bytes nor a file region")
+        position = int(region.position)
+        sent = 0
+        transport = self._transport
+        assert transport is not None
+        while sent < length and not self._closed:
+            if self._sendfile_usable and self._socket_fd >= 0:
+                await self._wait_write_buffer_empty()
+                if self._closed:
+                    return
+                try:
+                    count = os.sendfile(self._socket_fd, fd, position + sent, length - sent)
+                except BlockingIOError:
+                    count = -1
+                except OSError as exc:
+                    if exc.errno not in _SENDFILE_UNSUPPORTED:
+                        raise
+                    self._log.info("sendfile unavailable (%s); copying file regions", exc)
+                    self._sendfile_usable = False
+                    continue
+                if count == 0:
+                    raise _TruncatedRegionError(
+                        f"file region ended {length - sent} bytes early (file truncated?)"
+                    )
+                if count > 0:
+                    sent += count
+                    self._server.bytes_sent_with_sendfile += count
+                    continue
+            # The socket is full (or sendfile is unusable): copy one piece through the
+            # transport, whose write-readiness tells us when to try sendfile again.
+            piece = os.pread(fd, min(_COPY_CHUNK, length - sent), position + sent)
+            if not piece:
+                raise _TruncatedRegionError(
+                    f"file region ended {length - sent} bytes early (file truncated?)"
+                )
+            transport.write(piece)
+            sent += len(piece)
+            self._server.bytes_copied_from_regions += len(piece)
+            await self._drain()
+
+
+class NetworkServer:
+    """The broker's listener; see the module docstring for its behaviour."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        host: str,
+        port: int,
+        *,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+        max_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT,
+        connections_max_idle_ms: int = DEFAULT_IDLE_MS,
+        max_buffered_bytes_per_connection: int | None = None,
+        api_versions: Mapping[int, tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        logger: logging.Logger | None = None,
+        write_buffer_limits: tuple[int, int] = (64 * 1024, 16 * 1024),
+        idle_check_interval_s: float | None = None,
+        use_sendfile: bool = True,
+    ) -> None:
+        """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
+        by default ``handler.advertised_versions()`` when the handler has it, else every
+        supported version. ``max_buffered_bytes_per_connection`` defaults to
+        ``max_request_size``. ``use_sendfile=False`` copies file regions with pread
+        (for transports where the socket is not ours, such as TLS).
+        """
+        if max_in_flight_per_connection < 1:
+            raise ValueError("max_in_flight_per_connection must be >= 1")
+        if max_request_size < 0 or connections_max_idle_ms <= 0:
+            raise ValueError("max_request_size must be >= 0 and connections_max_idle_ms > 0")
+        self.handler = handler
+        self.host = host
+        self._requested_port = port
+        self.port = port
+        self.max_request_size = max_request_size
+        self.max_in_flight_per_connection = max_in_flight_per_connection
+        self.max_buffered_bytes_per_connection = (
+            max_request_size
+            if max_buffered_bytes_per_connection is None
+            else max_buffered_bytes_per_connection
+        )
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._explicit_versions = api_versions
+        self.api_versions: Mapping[int, tuple[int, int]] = api_versions or SUPPORTED
+        self.clock = clock
+        self.logger = logger or logging.getLogger(__name__)
+        self.write_buffer_limits = write_buffer_limits
+        idle_s = connections_max_idle_ms / 1000
+        self._idle_check_interval = idle_check_interval_s or min(max(idle_s / 4, 0.005), 5.0)
+        self._connections: set[_Connection] = set()
+        self._connection_ids = itertools.count()
+        self._server: asyncio.AbstractServer | None = None
+        self._reaper: asyncio.Task[None] | None = None
+        self.use_sendfile = use_sendfile
+        self.bytes_sent_with_sendfile = 0
+        self.bytes_copied_from_regions = 0
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        """Bind and start accepting; ``port`` 0 picks a free port, read it from ``.port``."""
+        if self._server is not None:
+            raise RuntimeError("NetworkServer already started")
+        if self._explicit_versions is None:
+            advertised = getattr(self.handler, "advertised_versions", None)
+            if callable(advertised):
+                self.api_versions = dict(advertised())
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._make_connection, self.host, self._requested_port, reuse_address=True
+        )
+        sockets = self._server.sockets or ()
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
+
+    def _make_connection(self) -> _Connection:
+        return _Connection(self)
+
+    def connection_stats(self) -> list[dict[str, Any]]:
+        """Per-connection state, for tests and diagnostics."""
+        return [
+            {
+                "connection_id": c.connection_id,
+                "client": f"{c.client_host}:{c.client_port}",
+                "in_flight": c.in_flight,
+                "reading_paused": c.reading_paused,
+                "last_active": c.last_active,
+            }
+            for c in self._connections
+        ]
+
+    def reap_idle_connections(self) -> int:
+        """Close connections idle for ``connections.max.idle.ms``; return how many."""
+        now = self.clock()
+        limit = self.connections_max_idle_ms / 1000
+        reaped = 0
+        for connection in list(self._connections):
+            if connection.in_flight == 0 and now - connection.last_active >= limit:
+                self.logger.debug(
+                    "closing connection %s: idle for more than %d ms",
+                    connection.connection_id,
+                    self.connections_max_idle_ms,
+                )
+                connection.close()
+                self._connections.discard(connection)
+                reaped += 1
+        return reaped
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._idle_check_interval)
+            try:
+                self.reap_idle_connections()
+            except Exception:  # never let the reaper die silently
+                self.logger.exception("idle connection reaper failed")
+
+    async def shutdown(self, timeout: float = 30) -> None:
+        """Stop accepting, finish requests already received (up to ``timeout``), close."""
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        connections = list(self._connections)
+        for connection in connections:
+            connection.stop_reading()
+        waits = [asyncio.ensure_future(c.idle.wait()) for c in connections if not c.closed]
+        if waits:
+            _done, pending = await asyncio.wait(waits, timeout=timeout)
+            for wait in pending:
+                wait.cancel()
+            if pending:
+                self.logger.warning(
+                    "shutdown: %d connection(s) still busy after %.1fs; closing them",
+                    len(pending),
+                    timeout,
+                )
+        tasks: list[asyncio.Task[None]] = []
+        for connection in connections:
+            if connection.in_flight:
+                connection.abort()
+            else:
+                connection.close()
+            tasks.extend(connection.cancel_tasks())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._connections.clear()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), timeout=max(timeout, 1))

@@ -1,0 +1,134 @@
+"""A schema-driven reader that skips unknown tagged fields, for when kio's reader refuses.
+
+KIP-482 says a receiver ignores tagged fields it does not know, so that clients can send
+newer optional data to older brokers. kio 0.6.5's native reader raises
+``KeyError('Unknown tagged field tag: N')`` instead, and real clients do send such fields
+(librdkafka 2.16 sends one in Metadata v9 requests). ``read_entity`` walks the same kio
+dataclass metadata as kio does (``kafka_type``, ``tag``, optional / tuple annotations),
+reads leaves with kio's native primitive readers, and steps over unknown tags by their
+declared size. It is slower than kio's reader and only used after kio fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from kio._kio_native import (
+    get_reader,
+    read_compact_array_length,
+    read_int8,
+    read_legacy_array_length,
+    read_unsigned_varint,
+)
+
+__all__ = ["read_entity"]
+
+Reader = Callable[[Any, int], tuple[Any, int]]
+
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return args[0], True
+    return annotation, False
+
+
+def _array_reader(item: Reader, flexible: bool) -> Reader:
+    def read(buffer: Any, offset: int) -> tuple[Any, int]:
+        if flexible:
+            count, used = read_compact_array_length(buffer, offset)
+        else:
+            count, used = read_legacy_array_length(buffer, offset)
+            if count < 0:
+                count = None
+        if count is None:
+            return None, used
+        position = offset + used
+        items = []
+        for _ in range(count):
+            value, size = item(buffer, position)
+            items.append(value)
+            position += size
+        return tuple(items), position - offset
+
+    return read
+
+
+def _entity_reader(entity_type: type, nullable: bool) -> Reader:
+    def read(buffer: Any, offset: int) -> tuple[Any, int]:
+        position = offset
+        if nullable:
+            marker, used = read_int8(buffer, position)
+            position += used
+            if marker < 0:
+                return None, position - offset
+        entity, end = read_entity(entity_type, buffer, position)
+        return entity, end - offset
+
+    return read
+
+
+@cache
+def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[str, Reader]]]:
+    flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(entity_type)
+    regular: list[tuple[str, Reader]] = []
+    tagged: dict[int, tuple[str, Reader]] = {}
+    for field in dataclasses.fields(entity_type):
+        tag = field.metadata.get("tag")
+        annotation, optional = _strip_optional(hints[field.name])
+        if tag is not None:
+            optional = False  # a tagged field's absence is its null, as in kio
+        reader: Reader
+        if typing.get_origin(annotation) is tuple:
+            element, _ = _strip_optional(typing.get_args(annotation)[0])
+            if dataclasses.is_dataclass(element):
+                item = _entity_reader(element, nullable=False)  # type: ignore[arg-type]
+            else:
+                item = get_reader(field.metadata["kafka_type"], flexible, False)
+            reader = _array_reader(item, flexible)
+        elif dataclasses.is_dataclass(annotation):
+            reader = _entity_reader(annotation, nullable=optional)  # type: ignore[arg-type]
+        else:
+            reader = get_reader(field.metadata["kafka_type"], flexible, optional)
+        if tag is None:
+            regular.append((field.name, reader))
+        else:
+            tagged[int(tag)] = (field.name, reader)
+    return regular, tagged
+
+
+def read_entity(entity_type: type, buffer: Any, offset: int) -> tuple[Any, int]:
+    """Read one ``entity_type`` at ``offset``; return ``(entity, offset after it)``.
+
+    Raises what kio's primitive readers raise on malformed input (``kio.serial.errors``
+    ``DecodeError`` subclasses, ``ValueError``).
+    """
+    regular, tagged = _plan(entity_type)
+    values: dict[str, Any] = {}
+    position = offset
+    for name, reader in regular:
+        value, size = reader(buffer, position)
+        values[name] = value
+        position += size
+    if entity_type.__flexible__:  # type: ignore[attr-defined]
+        count, size = read_unsigned_varint(buffer, position)
+        position += size
+        for _ in range(count):
+            tag, size = read_unsigned_varint(buffer, position)
+            position += size
+            length, size = read_unsigned_varint(buffer, position)
+            position += size
+            if position + length > len(buffer):
+                raise ValueError(f"tagged field {tag} runs past the end of the buffer")
+            known = tagged.get(tag)
+            if known is not None:
+                name, reader = known
+                values[name], _used = reader(buffer, position)
+            position += length
+    return entity_type(**values), position
