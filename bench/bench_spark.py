@@ -1,0 +1,202 @@
+"""Spark reading and writing odradek, as a ratio to Spark doing the same with the rows as Parquet.
+
+    python bench/bench_spark.py [--records 1000000] [--partitions 4] [--value-bytes 100]
+                                [--bootstrap-server HOST:PORT] [--master local[2]] [--repeat 3]
+
+Without ``--bootstrap-server`` it starts an odradek broker on a free port with a temporary data
+directory. In one run and one Spark session it:
+
+1. builds ``--records`` rows (8-byte-ish string key, ``--value-bytes`` value) and caches them;
+2. writes them to Parquet and to an odradek topic (``--partitions`` partitions, uncompressed
+   unless ``--compression`` names a codec);
+3. reads both back: ``count()`` and a full scan of every column (``format("noop")``, which
+   materialises every row without writing it anywhere).
+
+Each figure is the best of ``--repeat`` runs, in rows per second, and each odradek figure is
+printed next to the Parquet figure of the same operation and their ratio. The goal is a read
+ratio of at least 0.5. Parquet's ``count()`` reads only file footers, so the full-scan ratio
+is the fair one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    log = open(data_dir.parent / "broker.log", "wb")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "server", "--log-level", "WARNING",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", f"log.dir={data_dir}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited: {(data_dir.parent / 'broker.log').read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("broker did not start within 30 s")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    import asyncio
+
+    from odradek.client.admin import Admin, NewTopic
+
+    async def create() -> None:
+        async with Admin(bootstrap) as admin:
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
+            await admin.client.wait_for_topics([topic])
+
+    asyncio.run(create())
+
+
+def best_of(repeat: int, action: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--bootstrap-server", default=None)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from odradek.spark import register
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    broker = None
+    try:
+        bootstrap = args.bootstrap_server
+        if bootstrap is None:
+            (workdir / "data").mkdir()
+            broker, bootstrap = start_broker(workdir / "data")
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("odradek-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(args.partitions))
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+
+        n = args.records
+        rows = (
+            spark.range(n, numPartitions=args.partitions)
+            .select(
+                F.col("id").cast("string").cast("binary").alias("key"),
+                F.expr(
+                    f"substring(repeat(sha2(CAST(id AS STRING), 256), 8), 1, {args.value_bytes})"
+                )
+                .cast("binary")
+                .alias("value"),
+            )
+            .cache()
+        )
+        rows.count()
+
+        parquet_dir = workdir / "parquet"
+        topic_counter = iter(range(10**6))
+
+        def write_parquet() -> None:
+            rows.write.mode("overwrite").parquet(str(parquet_dir))
+
+        def write_odradek() -> None:
+            topic = f"bench-{uuid.uuid4().hex[:6]}-{next(topic_counter)}"
+            create_topic(bootstrap, topic, args.partitions)
+            (
+                rows.write.format("odradek")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", topic)
+                .option("kafka.compression.type", args.compression)
+                .mode("append")
+                .save()
+            )
+            last_topic[0] = topic
+
+        last_topic = [""]
+        print(f"{n:,} rows, {args.value_bytes}-byte values, {args.partitions} partitions, "
+              f"master {args.master}, best of {args.repeat}")  # fmt: skip
+        w_parquet = best_of(args.repeat, write_parquet)
+        w_odradek = best_of(args.repeat, write_odradek)
+
+        def odradek_frame():
+            return (
+                spark.read.format("odradek")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", last_topic[0])
+                .load()
+            )
+
+        assert odradek_frame().count() == n, "the topic does not hold every row written"
+        parquet_frame = spark.read.parquet(str(parquet_dir))
+        c_parquet = best_of(args.repeat, parquet_frame.count)
+        c_odradek = best_of(args.repeat, lambda: odradek_frame().count())
+
+        def scan(frame) -> None:
+            frame.write.format("noop").mode("overwrite").save()
+
+        s_parquet = best_of(args.repeat, lambda: scan(spark.read.parquet(str(parquet_dir))))
+        s_odradek = best_of(args.repeat, lambda: scan(odradek_frame()))
+
+        def line(what: str, parquet_s: float, odradek_s: float) -> None:
+            print(
+                f"{what:<28} parquet {n / parquet_s:>12,.0f} rows/s   odradek "
+                f"{n / odradek_s:>12,.0f} rows/s   ratio {parquet_s / odradek_s:5.2f}"
+            )
+
+        line("write", w_parquet, w_odradek)
+        line("read: count()", c_parquet, c_odradek)
+        line("read: full scan (noop sink)", s_parquet, s_odradek)
+        spark.stop()
+    finally:
+        if broker is not None:
+            broker.terminate()
+            try:
+                broker.wait(30)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
