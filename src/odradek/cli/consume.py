@@ -1,0 +1,237 @@
+"""``odradek consume TOPIC``: print records to standard output, one per line.
+
+Like kafka-console-consumer with an assigned (group-less) consumer: every partition of the
+topic, or only ``--partition P``, read from the end (default), from the beginning
+(``--from-beginning``) or from ``--offset earliest|latest|N`` (N needs ``--partition``, as
+in Kafka). An offset past the end resets to the end; one before the log start resets to
+the start. It stops after ``--max-messages N`` records, after ``--timeout-ms T`` without a
+new record, or on Ctrl-C, and then prints ``Processed a total of N messages`` on stderr.
+
+The line format is Kafka's DefaultMessageFormatter (see :mod:`odradek.cli.output`): the
+value alone by default; ``--print-key``, ``--print-timestamp``, ``--print-headers``,
+``--print-partition``, ``--print-offset`` add fields, and ``--property name=value`` accepts
+the kafka-console-consumer properties (``print.key=true``, ``key.separator=:``, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, BinaryIO
+
+import click
+
+from odradek.cli.errors import CliError
+from odradek.cli.output import (
+    RecordFormatter,
+    bootstrap_option,
+    check_bootstrap,
+    parse_key_values,
+    run,
+)
+
+if TYPE_CHECKING:
+    from odradek.client.fetcher import Consumer
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+# Longest single poll: short enough that --timeout-ms and Ctrl-C are honoured promptly.
+POLL_SLICE_MS = 500
+
+
+def parse_offset(text: str | None) -> str | int | None:
+    """``--offset``: 'earliest', 'latest' or a non-negative offset."""
+    if text is None:
+        return None
+    lowered = text.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return lowered
+    try:
+        offset = int(lowered)
+    except ValueError:
+        raise CliError(f"--offset must be earliest, latest or an offset, not {text!r}") from None
+    if offset < 0:
+        raise CliError(f"--offset must not be negative, got {offset}")
+    return offset
+
+
+async def _partitions(consumer: Consumer, topic: str, only: int | None) -> list[int]:
+    cluster = await consumer.client.metadata([topic])
+    info = cluster.topics.get(topic)
+    if info is None or info.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+        raise CliError(f"topic {topic!r} does not exist")
+    if info.error_code and not info.partitions:
+        from odradek.client.errors import KafkaError
+
+        raise KafkaError(info.error_code, f"topic {topic!r}")
+    partitions = sorted(info.partitions)
+    if only is None:
+        return partitions
+    if only not in info.partitions:
+        raise CliError(
+            f"topic {topic!r} has no partition {only} "
+            f"(it has {len(partitions)}: 0..{len(partitions) - 1})"
+        )
+    return [only]
+
+
+async def consume_records(
+    bootstrap_server: str,
+    topic: str,
+    out: BinaryIO,
+    *,
+    formatter: RecordFormatter,
+    partition: int | None,
+    start: str | int,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    isolation_level: str,
+) -> int:
+    """Print records of ``topic`` to ``out`` until a stop condition; return how many."""
+    from odradek.client.fetcher import Consumer
+
+    consumer = Consumer(
+        bootstrap_server,
+        fetch_max_wait_ms=POLL_SLICE_MS,
+        isolation_level=isolation_level,
+        # Where an out-of-range position goes; kafka-console-consumer does the same.
+        auto_offset_reset="earliest" if start == "earliest" else "latest",
+    )
+    count = 0
+    try:
+        await consumer.start()
+        partitions = await _partitions(consumer, topic, partition)
+        assigned = [(topic, p) for p in partitions]
+        consumer.assign(assigned)
+        if start == "earliest":
+            await consumer.seek_to_beginning(assigned)
+        elif start == "latest":
+            await consumer.seek_to_end(assigned)
+        else:
+            assert isinstance(start, int)
+            for tp in assigned:
+                consumer.seek(*tp, start)
+        last_progress = time.monotonic()
+        while max_messages is None or count < max_messages:
+            wait_ms = POLL_SLICE_MS
+            if timeout_ms is not None:
+                left_ms = timeout_ms - (time.monotonic() - last_progress) * 1000
+                if left_ms <= 0:
+                    break
+                wait_ms = max(1, min(wait_ms, int(left_ms)))
+            wanted = None if max_messages is None else max_messages - count
+            records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
+            if not records:
+                continue
+            last_progress = time.monotonic()
+            out.write(
+                b"".join(
+                    formatter.format(
+                        partition=r.partition,
+                        offset=r.offset,
+                        timestamp_ms=r.timestamp_ms,
+                        timestamp_type=r.timestamp_type,
+                        key=r.key,
+                        value=r.value,
+                        headers=r.headers,
+                    )
+                    for r in records
+                )
+            )
+            out.flush()
+            count += len(records)
+    finally:
+        await consumer.close()
+        # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console consumer.
+        click.echo(f"Processed a total of {count} messages", err=True)
+    return count
+
+
+@click.command("consume")
+@click.argument("topic")
+@bootstrap_option
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option(
+    "--offset",
+    "offset_text",
+    metavar="earliest|latest|N",
+    help="Where to start (default latest). N needs --partition.",
+)
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many records.")
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=0),
+    help="Exit when no record arrived for this long.",
+)
+@click.option("--print-key", is_flag=True, help="Print the key (print.key).")
+@click.option(
+    "--print-timestamp",
+    is_flag=True,
+    help="Print 'CreateTime:<ms>' / 'LogAppendTime:<ms>' (print.timestamp).",
+)
+@click.option("--print-headers", is_flag=True, help="Print 'k:v,k2:v2' (print.headers).")
+@click.option("--print-partition", is_flag=True, help="Print 'Partition:<n>'.")
+@click.option("--print-offset", is_flag=True, help="Print 'Offset:<n>'.")
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="kafka-console-consumer formatter property (print.key, key.separator, ...).",
+)
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+)
+def consume(
+    topic: str,
+    bootstrap_server: str,
+    from_beginning: bool,
+    offset_text: str | None,
+    partition: int | None,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    print_key: bool,
+    print_timestamp: bool,
+    print_headers: bool,
+    print_partition: bool,
+    print_offset: bool,
+    properties: tuple[str, ...],
+    isolation_level: str,
+) -> None:
+    """Print records of TOPIC, one per line."""
+    check_bootstrap(bootstrap_server)
+    offset = parse_offset(offset_text)
+    if from_beginning and offset is not None:
+        raise CliError("--from-beginning and --offset cannot be used together")
+    if isinstance(offset, int) and partition is None:
+        raise CliError("--offset N needs --partition (offsets are per partition)")
+    start: str | int = (
+        "earliest" if from_beginning else (offset if offset is not None else "latest")
+    )
+    formatter = RecordFormatter(
+        print_timestamp=print_timestamp,
+        print_partition=print_partition,
+        print_offset=print_offset,
+        print_headers=print_headers,
+        print_key=print_key,
+    ).with_properties(parse_key_values(properties, "--property"))
+    run(
+        consume_records(
+            bootstrap_server,
+            topic,
+            sys.stdout.buffer,
+            formatter=formatter,
+            partition=partition,
+            start=start,
+            max_messages=max_messages,
+            timeout_ms=timeout_ms,
+            isolation_level=isolation_level,
+        )
+    )
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(consume)
