@@ -142,3 +142,9 @@ class UnexpectedAppendOffsetError(StorageError):
         super().__init__(message)
         self.first_offset = first_offset
         self.log_end_offset = log_end_offset
+
+
+class InconsistentTopicIdError(StorageError):
+    """The partition directory belongs to another incarnation of the topic (KIP-516)."""
+
+    error_code = 103  # INCONSISTENT_TOPIC_ID

@@ -35,6 +35,7 @@ import shutil
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
     CorruptIndexError,
+    InconsistentTopicIdError,
     InvalidRecordError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
@@ -67,6 +69,7 @@ from odradek.storage.errors import (
 )
 from odradek.storage.file_region import FileRegion
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
+from odradek.storage.partition_metadata import PartitionMetadataFile
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
@@ -188,6 +191,8 @@ class Log:
         self.producer_state = ProducerStateManager(
             self.directory, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock
         )
+        self._partition_metadata = PartitionMetadataFile(self.directory)
+        self._topic_id: uuid.UUID | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
         self._rolled_unflushed: list[LogSegment] = []
         self._dir_dirty = False
@@ -324,9 +329,9 @@ class Log:
         return active.size > 0
 
     def _recover(self, recovery_point: int) -> int:
-        """Validate segments from the one holding the recovery point; return its base."""
+        """Validate everything from the recovery point on; return where that started."""
         start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        recover_from = self._segments[start].base_offset
+        recover_from = max(recovery_point, self._segments[start].base_offset)
         cache = self.leader_epoch_cache
 
         def on_batch(header: BatchHeader, _batch: memoryview) -> None:
@@ -339,7 +344,9 @@ class Log:
         index = start
         while index < len(self._segments):
             segment = self._segments[index]
-            truncated = segment.recover(on_batch)
+            truncated = segment.recover(
+                on_batch, from_offset=recover_from if index == start else None
+            )
             try:
                 segment.txn_index.truncate_to(segment.read_next_offset())
             except CorruptIndexError as exc:
@@ -1133,6 +1140,29 @@ class Log:
             self._segments[first : first + len(old_segments)] = [new_segment]
             self._bases[first : first + len(old_segments)] = [new_segment.base_offset]
             _fsync_dir(self.directory)
+
+    # -- topic id ----------------------------------------------------------------------
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        """The topic id from ``partition.metadata``, None if never assigned."""
+        with self._lock:
+            if self._topic_id is None:
+                self._topic_id = self._partition_metadata.read()
+            return self._topic_id
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id; InconsistentTopicIdError if another one is recorded."""
+        with self._lock:
+            current = self.topic_id
+            if current == topic_id:
+                return
+            if current is not None:
+                raise InconsistentTopicIdError(
+                    f"{self.topic}-{self.partition} belongs to topic id {current}, not {topic_id}"
+                )
+            self._partition_metadata.write(topic_id)
+            self._topic_id = topic_id
 
     # -- configuration and lifecycle ---------------------------------------------------
 

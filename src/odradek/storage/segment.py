@@ -399,29 +399,42 @@ class LogSegment:
 
     # -- recovery ----------------------------------------------------------------------
 
-    def recover(self, on_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
-        """Validate every batch, rebuild both indexes, cut the file at the first bad byte.
+    def recover(
+        self,
+        on_batch: Callable[[BatchHeader, memoryview], None] | None = None,
+        *,
+        from_offset: int | None = None,
+    ) -> int:
+        """Validate batches, rebuild the indexes, cut the file at the first bad byte.
 
-        A batch is valid if its length fits the file, its header parses (magic 2), its
-        CRC32C matches, its offsets start at or after the previous batch's next offset
-        and fit the segment's relative int32 range. Returns the bytes truncated.
-        ``on_batch(header, batch_bytes)`` is called for each valid batch, in order.
+        With ``from_offset`` (a recovery point inside this segment) the data below it is
+        trusted, as it was fsynced: index entries below it are kept and only the batches
+        from it on are validated. A batch is valid if its length fits the file, its
+        header parses (magic 2), its CRC32C matches, and its offsets start at or after the
+        previous batch's next offset and fit the segment's relative int32 range. Returns
+        the bytes truncated. ``on_batch(header, batch_bytes)`` is called for each batch
+        validated, in order.
         """
         self._indexes_checked = True
-        self.offset_index.reset()
-        self.time_index.reset()
-        self._max_timestamp = NO_TIMESTAMP
-        self._offset_of_max_timestamp = self.base_offset
-        self.bytes_since_last_index_entry = 0
-        self._first_timestamp = None
-        self._first_timestamp_loaded = True
         fd = self._shared_file().fd
         file_size = os.fstat(fd).st_size
         self._size = file_size
-        pos = 0
+        pos, expected = 0, self.base_offset
+        if from_offset is not None and from_offset > self.base_offset:
+            try:
+                pos, expected = self._resume_point(from_offset)
+            except (CorruptIndexError, StorageError):
+                pos, expected = 0, self.base_offset
+        if pos == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self._max_timestamp = NO_TIMESTAMP
+            self._offset_of_max_timestamp = self.base_offset
+            self.bytes_since_last_index_entry = 0
+            self._first_timestamp = None
+            self._first_timestamp_loaded = True
         buf = b""
-        buf_pos = 0
-        expected = self.base_offset
+        buf_pos = pos
         while pos < file_size:
             rel = pos - buf_pos
             if rel + LOG_OVERHEAD > len(buf):
@@ -444,6 +457,7 @@ class LogSegment:
                 break
             if pos == 0:
                 self._first_timestamp = header.max_timestamp
+                self._first_timestamp_loaded = True
             self._index_batches(pos, ((0, size, header.base_offset, header.last_offset,
                                        header.max_timestamp),))  # fmt: skip
             if on_batch is not None:
@@ -456,6 +470,28 @@ class LogSegment:
             self._size = pos
             self._log_dirty = True
         return truncated
+
+    def _resume_point(self, from_offset: int) -> tuple[int, int]:
+        """Position and next offset of the first batch at or after ``from_offset``, from
+        the trusted indexes and data below it; drops index entries at or above it."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.offset_index.truncate_to(from_offset)
+        self.time_index.truncate_to(from_offset)
+        last_offset, position = self.offset_index.last_entry
+        self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+        self._first_timestamp_loaded = False
+        self.bytes_since_last_index_entry = 0
+        pos, expected = position, last_offset
+        for batch_pos, header in self.iter_batches(position):
+            if header.base_offset >= from_offset:
+                break
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+            self.bytes_since_last_index_entry += header.size
+            pos, expected = batch_pos + header.size, header.next_offset
+        return pos, expected
 
     def rebuild_indexes(self) -> None:
         """Rebuild ``.index`` and ``.timeindex`` from the log data without truncating."""

@@ -1,0 +1,273 @@
+"""All partition logs of one log directory, and the directory-level files.
+
+Layout of the data directory::
+
+    <data dir>/
+      orders-0/ orders-1/ ...              one Log per partition (log.py)
+      orders-2.3f5c...-delete/             a deleted partition awaiting removal
+      recovery-point-offset-checkpoint     per partition: everything below is fsynced
+      log-start-offset-checkpoint          per partition: the log start offset
+      .kafka_cleanshutdown                 present only between a clean shutdown and
+                                           the next startup
+
+Both checkpoints use Kafka's text format (checkpoint.py) and are replaced atomically.
+
+Startup: with the clean-shutdown marker every log opens without reading segment data
+(its recovery point, checkpointed at shutdown, is its log end offset); without it each
+log is recovered from its recovery point. The marker is removed once every log is
+loaded, so a crash from then on is treated as unclean. Shutdown: flush every log, close
+it (producer snapshots), write the checkpoints, then the marker.
+
+``run_retention``, ``run_flush`` and ``checkpoint`` are meant to be called periodically
+from a thread by the broker; each Log serialises them with its own appends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from odradek.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+    atomic_write,
+    fsync_dir,
+)
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import CorruptCheckpointError, StorageError
+from odradek.storage.log import Log, parse_partition_dir_name
+from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+TopicPartition = tuple[str, int]
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's rule: 1-249 characters of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
+    if topic in (".", "..") or not _LEGAL_TOPIC.fullmatch(topic):
+        raise ValueError(
+            f"illegal topic name {topic!r}: use 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'"
+        )
+
+
+class LogManager:
+    """Owns the Log of every partition in ``data_dir``."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        recovery_threads: int = 1,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config
+        self._clock = clock
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._recovery_threads = max(1, recovery_threads)
+        # Per-topic configs known at startup (else the default until get_or_create_log
+        # or Log.update_config sets the real one).
+        self._topic_config = topic_config
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._pending_dir_deletes: list[tuple[int, Path]] = []  # (due ms, renamed dir)
+        self.had_clean_shutdown = False
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            config = self._topic_config(topic)
+            if config is not None:
+                return config
+        return self.default_config
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load every partition directory; see the module docstring."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        try:
+            recovery_points = self._recovery_points.read()
+            log_start_offsets = self._log_start_offsets.read()
+        except CorruptCheckpointError as exc:
+            # Without trustworthy checkpoints every log is recovered from its start.
+            logger.warning("%s; recovering every log from its first segment", exc)
+            recovery_points, log_start_offsets, clean = {}, {}, False
+        to_load: list[tuple[TopicPartition, Path]] = []
+        for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)  # deletion interrupted by a stop
+                continue
+            try:
+                topic, partition = parse_partition_dir_name(entry.name)
+                validate_topic_name(topic)
+            except ValueError:
+                continue  # not a partition directory
+            to_load.append(((topic, partition), Path(entry.path)))
+
+        def load(item: tuple[TopicPartition, Path]) -> Log:
+            tp, path = item
+            try:
+                return Log.open(
+                    path,
+                    self._config_for(tp[0]),
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=log_start_offsets.get(tp, 0),
+                    clean_shutdown=clean and tp in recovery_points,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            except (OSError, StorageError, ValueError) as exc:
+                raise StorageError(f"cannot load the log in {path}: {exc}") from exc
+
+        if self._recovery_threads > 1 and len(to_load) > 1:
+            with ThreadPoolExecutor(self._recovery_threads, "log-recovery") as pool:
+                loaded = list(pool.map(load, to_load))
+        else:
+            loaded = [load(item) for item in to_load]
+        with self._lock:
+            for (tp, _), log in zip(to_load, loaded, strict=True):
+                self._logs[tp] = log
+        if clean:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+        self.had_clean_shutdown = clean
+        logger.info(
+            "loaded %d logs from %s after %s shutdown",
+            len(loaded), self.data_dir, "a clean" if clean else "an unclean",
+        )  # fmt: skip
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
+        with self._lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.flush()
+        for log in logs:
+            log.close()
+        self.checkpoint()
+        self._remove_deleted_dirs(force=True)
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+
+    # -- logs --------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty if absent. A given config replaces the
+        log's current one."""
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is not None:
+                if config is not None and config != log.config:
+                    log.update_config(config)
+                return log
+            validate_topic_name(topic)
+            if partition < 0:
+                raise ValueError(f"partition {partition} of {topic} is negative")
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            log = Log.open(
+                self.data_dir / f"{topic}-{partition}",
+                config or self._config_for(topic),
+                clock=self._clock,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )
+            fsync_dir(self.data_dir)
+            self._logs[(topic, partition)] = log
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Forget the partition and remove its directory (after file.delete.delay.ms).
+
+        The directory is renamed ``<name>.<uuid>-delete`` at once, so a new partition of
+        the same name can be created immediately; readers holding file regions keep
+        reading their open files."""
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return
+        log.close()
+        target = self.data_dir / f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.replace(log.directory, target)
+            fsync_dir(self.data_dir)
+        except FileNotFoundError:
+            return
+        with self._lock:
+            self._pending_dir_deletes.append(
+                (self._now_ms() + log.config.file_delete_delay_ms, target)
+            )
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    # -- periodic work -----------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the recovery points and log start offsets of every log, atomically."""
+        with self._lock:
+            logs = dict(self._logs)
+        with self._checkpoint_lock:
+            self._recovery_points.write({tp: log.recovery_point for tp, log in logs.items()})
+            self._log_start_offsets.write({tp: log.log_start_offset for tp, log in logs.items()})
+
+    def run_retention(self) -> None:
+        """Apply retention to every log, expire idle producers, remove deleted logs."""
+        now_ms = self._now_ms()
+        for log in self.all_logs():
+            try:
+                log.delete_retained_segments()
+                log.producer_state.remove_expired_producers(now_ms)
+            except Exception:  # one bad partition must not stop retention of the others
+                logger.exception("retention of %s failed", log.directory.name)
+        self._remove_deleted_dirs()
+
+    def run_flush(self) -> None:
+        """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it."""
+        for log in self.all_logs():
+            try:
+                log.maybe_flush()
+            except Exception:
+                logger.exception("flush of %s failed", log.directory.name)
+
+    def _remove_deleted_dirs(self, *, force: bool = False) -> None:
+        now_ms = self._now_ms()
+        with self._lock:
+            due = [p for t, p in self._pending_dir_deletes if force or t <= now_ms]
+            self._pending_dir_deletes = [
+                (t, p) for t, p in self._pending_dir_deletes if not (force or t <= now_ms)
+            ]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"LogManager({self.data_dir}, logs={len(self._logs)})"

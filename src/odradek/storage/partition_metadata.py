@@ -1,0 +1,68 @@
+"""``partition.metadata``: the topic id a partition directory belongs to (KIP-516).
+
+A topic deleted and re-created under the same name gets a new id; comparing the id in
+this file with the cluster's tells a stale directory from the live one. Kafka's text
+format, ASCII::
+
+    version: 0
+    topic_id: 3r5vXwGzQ5uW0nbpg9k1Lw      <- the 16-byte UUID, URL-safe base64, unpadded
+
+Written atomically (temp file, fsync, rename, directory fsync).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from pathlib import Path
+
+from odradek.storage.checkpoint import atomic_write
+from odradek.storage.errors import CorruptCheckpointError
+
+FILE_NAME = "partition.metadata"
+VERSION = 0
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"topic id {text!r} is not 16 bytes")
+    return uuid.UUID(bytes=raw)
+
+
+class PartitionMetadataFile:
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / FILE_NAME
+
+    def read(self) -> uuid.UUID | None:
+        """The stored topic id, None if the file is absent; CorruptCheckpointError if bad."""
+        try:
+            text = self.path.read_bytes().decode("ascii")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise CorruptCheckpointError(f"{self.path}: not ASCII") from None
+        fields: dict[str, str] = {}
+        for line in text.splitlines():
+            if line.strip():
+                key, sep, value = line.partition(":")
+                if not sep:
+                    raise CorruptCheckpointError(f"{self.path}: malformed line {line!r}")
+                fields[key.strip()] = value.strip()
+        if fields.get("version") != str(VERSION):
+            raise CorruptCheckpointError(
+                f"{self.path}: unsupported version {fields.get('version')!r}"
+            )
+        try:
+            return decode_topic_id(fields["topic_id"])
+        except (KeyError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{self.path}: bad topic_id ({exc})") from None
+
+    def write(self, topic_id: uuid.UUID) -> None:
+        text = f"version: {VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n"
+        atomic_write(self.path, text.encode("ascii"))
