@@ -1,0 +1,923 @@
+"""Log compaction (Kafka's LogCleaner) for ``cleanup.policy=compact`` and ``compact,delete``.
+
+A compacted log keeps, for every key, at least the latest record. A cleaning pass over one
+partition log:
+
+1. **Cleanable range.** ``[first_dirty, first_uncleanable)``: ``first_dirty`` is the
+   partition's entry in ``cleaner-offset-checkpoint`` (reset to the log start when absent
+   or out of range). ``first_uncleanable`` is the lowest of the active segment's base
+   offset (the active segment is never touched), the first unstable offset (data of an
+   open transaction is not yet decided), the high watermark when one is known, and the
+   base offset of the first dirty segment holding a record newer than
+   ``min.compaction.lag.ms``.
+2. **Which log.** The dirty ratio is dirty bytes / (clean + dirty bytes); a log is cleaned
+   when it exceeds ``min.cleanable.dirty.ratio``, or when its first dirty segment is older
+   than ``max.compaction.lag.ms``. The dirtiest such log goes first.
+3. **Offset map.** Key -> latest offset over the dirty range, skipping control batches and
+   the data of aborted transactions (found with the transaction indexes), so aborted data
+   never hides a committed value. The map is bounded (``max_map_entries``); when full it
+   stops at a batch boundary and the pass cleans only up to there.
+4. **Rewrite.** Segments from the log start to the end of the map are grouped (at most
+   ``segment.bytes`` of data and ``segment.index.bytes`` of index per group, offsets within
+   int32 of the base) and each group is rewritten into one new segment, named after the
+   group's first base offset with the suffix ``.cleaned``. A record is kept iff it is the
+   latest for its key (or lies past the map's end), and, when it is a tombstone (null
+   value), its batch's delete horizon has not passed. Records without a key cannot be
+   compacted and are dropped, as Kafka does. Offsets are preserved: a batch that loses
+   records is re-encoded with :func:`odradek.records.batch.rebuild_batch`, which keeps its
+   base offset, last offset delta, producer id/epoch/base sequence, attributes and codec;
+   a batch that loses nothing is copied byte for byte.
+5. **Swap.** The cleaned segment is flushed and handed to ``Log.replace_segments``, which
+   renames it ``.cleaned`` -> ``.swap``, retires the old segments (renamed ``.deleted``)
+   and drops the ``.swap`` suffix, all under the log's lock. Recovery of the log directory
+   (storage-core) deletes leftover ``.cleaned`` files and completes leftover ``.swap``
+   files, so a crash at any step leaves either the old or the new segments.
+
+**Tombstones: KIP-534 delete horizons** (Kafka >= 3.1), not segment modification times
+as older Kafka did. The first time a batch holding a tombstone (or a marker that no longer
+guards any data) is rewritten, its delete horizon ``now + delete.retention.ms`` is stored
+in the batch's baseTimestamp and attribute bit 6 is set. A later pass drops tombstones
+(and such markers) once ``now`` reaches that horizon. So a tombstone always survives at
+least one more cleaning and at least ``delete.retention.ms`` after it was first cleaned,
+giving consumers time to see the deletion; and the horizon travels with the batch instead
+of depending on file timestamps, which copies and restores change.
+
+**Transactions.** Data batches of aborted transactions are removed. A COMMIT marker is
+kept while any data of its transaction remains in the cleaned range; an ABORT marker is
+kept (with its entry in the new segment's ``.txnindex``) until a pass finds no more data
+of its transaction. A marker that guards nothing gets a delete horizon and is removed
+when it passes. The last batch of every active producer is kept, emptied of records if
+need be, so its sequence number and epoch survive compaction (idempotence keeps working),
+as is the last batch of the cleaned range so that the log keeps its offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from odradek.records.batch import DecodedBatch, DecodedRecord, decode_batch, rebuild_batch
+from odradek.records.control import ControlType, peek_control_type
+from odradek.records.errors import CorruptRecordError
+from odradek.records.header import DELETE_HORIZON_MASK, BatchHeader, parse_header, peek_batch_size
+from odradek.storage.errors import CorruptLogError, StorageError
+from odradek.storage.txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+DEFAULT_IO_BUFFER_SIZE = 1024 * 1024  # log.cleaner.io.buffer.size is 512 KiB per buffer
+DEFAULT_MAX_MAP_ENTRIES = 1_000_000  # stands in for log.cleaner.dedupe.buffer.size
+DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
+
+CLEANED_SUFFIX = ".cleaned"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+# Batch retention decisions (Kafka's MemoryRecords.RecordFilter.BatchRetention).
+_DELETE = 0  # drop the batch without looking at its records
+_RETAIN_EMPTY = 1  # keep the batch even if no record survives (header only)
+_DELETE_EMPTY = 2  # keep the surviving records; drop the batch if none survive
+
+
+class CleaningAbortedError(StorageError):
+    """Cleaning of a log was stopped (paused for truncation/deletion, or segments changed)."""
+
+
+@dataclass
+class CleanResult:
+    """What one cleaning pass over one log did."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int  # the new checkpoint: first offset not cleaned by this pass
+    segments_cleaned: int = 0  # old segments replaced
+    segments_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    keyless_records_dropped: int = 0
+    aborted_batches_dropped: int = 0
+    elapsed_s: float = 0.0
+
+
+class OffsetMap:
+    """Key -> latest offset over the dirty range, bounded in entries.
+
+    ``latest_offset`` is the last offset the map fully accounts for: records above it were
+    not looked at and are always kept.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        if max_entries < 1:
+            raise ValueError("the offset map needs room for at least one key")
+        self.max_entries = max_entries
+        self._offsets: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Record ``key`` at ``offset``; False (and nothing stored) when the map is full."""
+        if key not in self._offsets and len(self._offsets) >= self.max_entries:
+            return False
+        self._offsets[key] = offset
+        return True
+
+    def get(self, key: bytes) -> int:
+        return self._offsets.get(key, -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = max(self.latest_offset, offset)
+
+
+@dataclass
+class _AbortedTxnState:
+    txn: AbortedTxn
+    last_observed_batch_offset: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """Transaction state while walking the log in offset order (Kafka's class of this name).
+
+    Decides which transactional batches are aborted data (removable) and which markers may
+    be removed, and collects the aborted transactions the new segment's txn index keeps.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[AbortedTxn] = []  # sorted by first offset, consumed from the front
+        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
+        self._ongoing_committed: set[int] = set()
+        self.retained_aborted: list[AbortedTxn] = []
+
+    def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
+        known = set(self._pending)
+        merged = self._pending + [txn for txn in txns if txn not in known]
+        merged.sort(key=lambda txn: txn.first_offset)
+        self._pending = merged
+
+    def _consume_up_to(self, offset: int) -> None:
+        taken = 0
+        for txn in self._pending:
+            if txn.first_offset > offset:
+                break
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
+            taken += 1
+        if taken:
+            del self._pending[:taken]
+
+    def on_control_batch(self, header: BatchHeader, control_type: int | None) -> bool:
+        """A marker was read; True if it may be discarded (it guards no data any more).
+
+        ``control_type`` is None for a control batch whose records were already removed.
+        """
+        self._consume_up_to(header.last_offset)
+        if control_type is None:
+            return True
+        producer_id = header.producer_id
+        if control_type == ControlType.ABORT:
+            state = self._ongoing_aborted.pop(producer_id, None)
+            if state is not None and state.last_observed_batch_offset is not None:
+                # Data of this transaction was seen (and dropped) in this pass: keep the
+                # marker and its index entry one more round.
+                self.retained_aborted.append(state.txn)
+                return False
+            return True
+        if control_type == ControlType.COMMIT:
+            if producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False  # some other control record: never ours to remove
+
+    def on_data_batch(self, header: BatchHeader) -> bool:
+        """A data batch was read; True if it belongs to an aborted transaction."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        state = self._ongoing_aborted.get(header.producer_id)
+        if state is not None:
+            state.last_observed_batch_offset = header.last_offset
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+
+# -- reading segments ---------------------------------------------------------------------
+
+
+def _read(segment: Any, position: int, length: int) -> bytes:
+    try:
+        return segment.read_bytes(position, length)
+    except (StorageError, FileNotFoundError) as exc:
+        if getattr(segment, "closed", False) or isinstance(exc, FileNotFoundError):
+            # Retention, truncation or deletion removed the segment meanwhile.
+            raise CleaningAbortedError(f"{segment.log_path} went away during cleaning") from None
+        raise
+
+
+def _iter_segment_batches(segment: Any, io_buffer_size: int) -> Iterator[tuple[int, bytes]]:
+    """``(position, batch bytes)`` for every whole batch of a (non-active) segment."""
+    limit = segment.size
+    pos = 0
+    buf = b""
+    buf_pos = 0
+    while pos < limit:
+        rel = pos - buf_pos
+        if rel + 12 > len(buf):
+            buf = _read(segment, pos, min(max(io_buffer_size, 12), limit - pos))
+            buf_pos, rel = pos, 0
+        try:
+            size = peek_batch_size(buf, rel)
+        except CorruptRecordError as exc:
+            raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
+        if size is None or pos + size > limit:
+            raise CorruptLogError(f"{segment.log_path}: batch at byte {pos} runs past the end")
+        if rel + size > len(buf):
+            buf = _read(segment, pos, max(io_buffer_size, size))
+            buf_pos, rel = pos, 0
+            if len(buf) < size:
+                raise CorruptLogError(f"{segment.log_path}: batch at byte {pos} is truncated")
+        yield pos, buf[rel : rel + size]
+        pos += size
+
+
+def _decode(segment: Any, pos: int, data: bytes) -> DecodedBatch:
+    try:
+        return decode_batch(data)
+    except CorruptRecordError as exc:
+        raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
+
+
+def _header(segment: Any, pos: int, data: bytes) -> BatchHeader:
+    try:
+        return parse_header(data)
+    except CorruptRecordError as exc:
+        raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
+
+
+def _control_type(batch: DecodedBatch) -> int | None:
+    if not batch.records:
+        return None
+    try:
+        return peek_control_type(batch.records[0].key)
+    except CorruptRecordError:
+        return -1  # unreadable control record: treated as "not ours to remove"
+
+
+def _delete_horizon(header: BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+
+
+# -- planning -----------------------------------------------------------------------------
+
+
+def segments_overlapping(segments: Sequence[Any], start: int, end: int) -> list[Any]:
+    """Segments holding offsets in ``[start, end)`` (a segment ends where the next begins)."""
+    found = []
+    for i, segment in enumerate(segments):
+        if segment.base_offset >= end:
+            break
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if next_base is None or next_base > start:
+            found.append(segment)
+    return found
+
+
+@dataclass
+class CleanablePlan:
+    """Where a log may be cleaned now, and how urgently (Kafka's LogToClean)."""
+
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    needs_compaction_now: bool  # max.compaction.lag.ms passed for the first dirty segment
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def plan_cleaning(
+    log_: Any, *, now_ms: int, cleaner_offset: int | None, high_watermark: int | None = None
+) -> CleanablePlan:
+    """Compute the cleanable range and dirty ratio of ``log_`` (nothing is read from disk
+    except index entries and, with a compaction lag, segment timestamps)."""
+    config = log_.config
+    segments = list(log_.segments)
+    log_start = log_.log_start_offset
+    log_end = log_.log_end_offset
+    if cleaner_offset is None or cleaner_offset < log_start or cleaner_offset > log_end:
+        first_dirty = log_start
+    else:
+        first_dirty = cleaner_offset
+    active = segments[-1]
+    bounds = [active.base_offset]
+    first_unstable = log_.first_unstable_offset()
+    if first_unstable is not None:
+        bounds.append(first_unstable)
+    if high_watermark is None:
+        high_watermark = getattr(log_, "high_watermark", None)
+    if high_watermark is not None:
+        bounds.append(high_watermark)
+    dirty_non_active = [
+        s
+        for s in segments_overlapping(segments, first_dirty, active.base_offset)
+        if s is not active
+    ]
+    lag = max(config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for segment in dirty_non_active:
+            if segment.largest_timestamp() > now_ms - lag:
+                bounds.append(segment.base_offset)
+                break
+    first_uncleanable = max(first_dirty, min(bounds))
+    clean_bytes = sum(s.size for s in segments_overlapping(segments, -1, first_dirty))
+    dirty_bytes = sum(
+        s.size for s in segments_overlapping(segments, first_dirty, first_uncleanable)
+    )
+    needs_now = False
+    max_lag = config.max_compaction_lag_ms
+    if dirty_non_active and max_lag < 2**63 - 1:
+        first_timestamp = dirty_non_active[0].first_batch_timestamp()
+        if first_timestamp is not None and 0 <= first_timestamp < now_ms - max_lag:
+            needs_now = True
+    return CleanablePlan(first_dirty, first_uncleanable, clean_bytes, dirty_bytes, needs_now)
+
+
+def group_segments_by_size(
+    segments: Sequence[Any], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[Any]]:
+    """Split consecutive segments into groups that each fit in one new segment."""
+
+    def index_bytes(segment: Any) -> tuple[int, int]:
+        try:
+            return (
+                segment.offset_index.entries * segment.offset_index.entry_size,
+                segment.time_index.entries * segment.time_index.entry_size,
+            )
+        except StorageError:
+            return (0, 0)  # a bad index is rebuilt by the segment; size it as empty
+
+    groups: list[list[Any]] = []
+    remaining = list(segments)
+    while remaining:
+        group = [remaining.pop(0)]
+        log_size = group[0].size
+        offset_index_size, time_index_size = index_bytes(group[0])
+        while remaining:
+            candidate = remaining[0]
+            candidate_offset, candidate_time = index_bytes(candidate)
+            # Last offset the candidate may hold: the next segment's base - 1, or the bound.
+            last_offset = (
+                remaining[1].base_offset - 1 if len(remaining) > 1 else first_uncleanable - 1
+            )
+            if (
+                log_size + candidate.size > max_size
+                or offset_index_size + candidate_offset > max_index_size
+                or time_index_size + candidate_time > max_index_size
+                or (candidate.size and last_offset - group[0].base_offset > INT32_MAX)
+            ):
+                break
+            group.append(remaining.pop(0))
+            log_size += candidate.size
+            offset_index_size += candidate_offset
+            time_index_size += candidate_time
+        groups.append(group)
+    return groups
+
+
+# -- the pass -----------------------------------------------------------------------------
+
+
+def build_offset_map(
+    log_: Any,
+    segments: Sequence[Any],
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    *,
+    io_buffer_size: int,
+    check_done: Callable[[], None],
+    result: CleanResult,
+) -> None:
+    """Fill ``offset_map`` with the latest offset of every key in ``[start, end)``."""
+    dirty = segments_overlapping(segments, start, end)
+    txns = CleanedTransactionMetadata()
+    txns.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
+    for i, segment in enumerate(dirty):
+        next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+        for pos, data in _iter_segment_batches(segment, io_buffer_size):
+            check_done()
+            header = _header(segment, pos, data)
+            if header.last_offset < start:
+                continue
+            if header.base_offset >= end:
+                break
+            if header.is_control:
+                txns.on_control_batch(header, _control_type(_decode(segment, pos, data)))
+            elif not txns.on_data_batch(header):
+                for record in _decode(segment, pos, data).records:
+                    if record.key is None or record.offset < start:
+                        continue
+                    if not offset_map.put(record.key, record.offset):
+                        return  # full: the map covers up to the previous batch
+            offset_map.update_latest_offset(header.last_offset)
+        # An offset gap at the end of a segment is covered too.
+        offset_map.update_latest_offset(next_start - 1)
+
+
+@dataclass
+class _FilterContext:
+    offset_map: OffsetMap
+    txns: CleanedTransactionMetadata
+    now_ms: int
+    delete_retention_ms: int
+    last_batches: dict[int, tuple[int, int]]  # producer id -> (last data offset, epoch)
+    upper_bound: int  # first uncleanable offset of this pass
+    result: CleanResult
+
+
+def _retain_record(ctx: _FilterContext, horizon: int | None, record: DecodedRecord) -> bool:
+    if record.offset > ctx.offset_map.latest_offset:
+        return True
+    if record.key is None:
+        ctx.result.keyless_records_dropped += 1
+        return False
+    if record.offset < ctx.offset_map.get(record.key):
+        return False
+    if record.value is not None:
+        return True
+    return horizon is None or ctx.now_ms < horizon  # a tombstone until its horizon
+
+
+def filter_batch(
+    ctx: _FilterContext, segment: Any, pos: int, data: bytes
+) -> tuple[bytes | bytearray | None, int]:
+    """What to write for one batch: ``(bytes or None to drop it, records retained)``."""
+    header = _header(segment, pos, data)
+    horizon = _delete_horizon(header)
+    decoded: DecodedBatch | None = None
+    if header.is_control:
+        decoded = _decode(segment, pos, data)
+        can_discard = ctx.txns.on_control_batch(header, _control_type(decoded))
+        discard_records = can_discard and horizon is not None and horizon <= ctx.now_ms
+    else:
+        can_discard = ctx.txns.on_data_batch(header)
+        discard_records = can_discard
+        if can_discard:
+            ctx.result.aborted_batches_dropped += 1
+    last = ctx.last_batches.get(header.producer_id) if header.has_producer_id else None
+    if last is None:
+        is_last_of_producer = False
+    elif last[0] >= 0:
+        is_last_of_producer = header.last_offset == last[0]
+    else:
+        is_last_of_producer = header.is_control and header.producer_epoch == last[1]
+    if is_last_of_producer or header.next_offset == ctx.upper_bound:
+        retention = _RETAIN_EMPTY
+    elif discard_records:
+        retention = _DELETE
+    else:
+        retention = _DELETE_EMPTY
+    marker_for_empty_txn = can_discard and header.is_control
+    ctx.result.records_read += header.records_count
+    if retention == _DELETE:
+        return None, 0
+    if decoded is None:
+        decoded = _decode(segment, pos, data)
+    if discard_records:
+        kept: list[DecodedRecord] = []
+    elif header.is_control:
+        kept = list(decoded.records)
+    else:
+        kept = [r for r in decoded.records if _retain_record(ctx, horizon, r)]
+    if kept:
+        has_tombstone = any(r.value is None for r in kept) and not header.is_control
+        needs_horizon = (has_tombstone or marker_for_empty_txn) and horizon is None
+        if len(kept) == len(decoded.records) and not needs_horizon:
+            return data, len(kept)
+        new_horizon = ctx.now_ms + ctx.delete_retention_ms if needs_horizon else horizon
+        return rebuild_batch(decoded, kept, delete_horizon_ms=new_horizon), len(kept)
+    if retention == _RETAIN_EMPTY:
+        return rebuild_batch(decoded, []), 0
+    return None, 0
+
+
+def _clean_group(
+    log_: Any,
+    group: Sequence[Any],
+    ctx: _FilterContext,
+    *,
+    io_buffer_size: int,
+    check_done: Callable[[], None],
+    segment_factory: Callable[[Any, int], Any],
+) -> None:
+    result = ctx.result
+    sizes = [segment.size for segment in group]
+    cleaned = segment_factory(log_, group[0].base_offset)
+    try:
+        pending = bytearray()
+        entries: list[tuple[int, int, int, int, int]] = []
+
+        def write_pending() -> None:
+            if pending:
+                cleaned.append(bytes(pending), entries)
+                result.bytes_written += len(pending)
+                pending.clear()
+                entries.clear()
+
+        for i, segment in enumerate(group):
+            upper = group[i + 1].base_offset if i + 1 < len(group) else segment.read_next_offset()
+            ctx.txns.add_aborted_transactions(
+                log_.collect_aborted_transactions(segment.base_offset, upper)
+            )
+            for pos, data in _iter_segment_batches(segment, io_buffer_size):
+                check_done()
+                result.bytes_read += len(data)
+                out, retained = filter_batch(ctx, segment, pos, data)
+                if out is None:
+                    continue
+                result.records_retained += retained
+                header = parse_header(out)
+                entries.append(
+                    (
+                        len(pending),
+                        len(out),
+                        header.base_offset,
+                        header.last_offset,
+                        header.max_timestamp,
+                    )
+                )
+                pending += out
+                if len(pending) >= io_buffer_size:
+                    write_pending()
+            # Aborted transactions whose marker survived go to the new txn index in order.
+            for txn in ctx.txns.retained_aborted:
+                cleaned.txn_index.append(txn)
+            ctx.txns.retained_aborted.clear()
+        write_pending()
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        # Keep the newest old segment's mtime: time retention falls back to it.
+        mtime = os.stat(group[-1].log_path).st_mtime_ns
+        os.utime(cleaned.log_path, ns=(mtime, mtime))
+        check_done()
+        if [segment.size for segment in group] != sizes:
+            # Truncated under us (a follower diverged): the copy would resurrect data.
+            raise CleaningAbortedError("segments changed while they were being cleaned")
+        try:
+            log_.replace_segments(cleaned, list(group))
+        except ValueError as exc:  # segments deleted, truncated or made active meanwhile
+            raise CleaningAbortedError(f"cannot swap in the cleaned segment: {exc}") from None
+    except BaseException:
+        cleaned.delete_files()
+        raise
+    result.segments_cleaned += len(group)
+    result.segments_written += 1
+
+
+def _create_cleaned_segment(log_: Any, base_offset: int) -> Any:
+    from odradek.storage.segment import LogSegment
+
+    # A leftover from a crashed pass that recovery has not removed yet would block the
+    # exclusive create; it is never live data (only .swap files are).
+    for name in os.listdir(log_.directory):
+        if name.startswith(f"{base_offset:020d}.") and name.endswith(CLEANED_SUFFIX):
+            (Path(log_.directory) / name).unlink(missing_ok=True)
+    return LogSegment.create(
+        log_.directory,
+        base_offset,
+        log_.config,
+        now_ms=int(time.time() * 1000),
+        file_suffix=CLEANED_SUFFIX,
+    )
+
+
+def clean_log(
+    log_: Any,
+    *,
+    now_ms: int,
+    cleaner_offset: int | None,
+    high_watermark: int | None = None,
+    max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+    io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
+    check_done: Callable[[], None] | None = None,
+    plan: CleanablePlan | None = None,
+    segment_factory: Callable[[Any, int], Any] = _create_cleaned_segment,
+) -> CleanResult:
+    """Compact ``log_`` once, whatever its dirty ratio; returns what was done.
+
+    ``cleaner_offset`` is the partition's cleaner checkpoint (None when it has none);
+    the result's ``end_offset`` is the next one. ``check_done`` is called between
+    batches and may raise CleaningAbortedError to stop; the log is then unchanged.
+    Raises CorruptLogError if a segment holds a batch that cannot be decoded.
+    """
+    started = time.monotonic()
+    check = check_done or (lambda: None)
+    if plan is None:
+        plan = plan_cleaning(
+            log_, now_ms=now_ms, cleaner_offset=cleaner_offset, high_watermark=high_watermark
+        )
+    result = CleanResult(log_.topic, log_.partition, plan.first_dirty, plan.first_dirty)
+    if plan.first_uncleanable <= plan.first_dirty:
+        result.elapsed_s = time.monotonic() - started
+        return result
+    segments = list(log_.segments)
+    offset_map = OffsetMap(max_map_entries)
+    build_offset_map(
+        log_,
+        segments,
+        plan.first_dirty,
+        plan.first_uncleanable,
+        offset_map,
+        io_buffer_size=io_buffer_size,
+        check_done=check,
+        result=result,
+    )
+    end_offset = offset_map.latest_offset + 1
+    if end_offset <= plan.first_dirty:
+        result.elapsed_s = time.monotonic() - started
+        return result  # not even one batch fitted in the map
+    producers = log_.producer_state.active_producers()
+    ctx = _FilterContext(
+        offset_map=offset_map,
+        txns=CleanedTransactionMetadata(),
+        now_ms=now_ms,
+        delete_retention_ms=log_.config.delete_retention_ms,
+        last_batches={pid: (e.last_data_offset, e.producer_epoch) for pid, e in producers.items()},
+        upper_bound=plan.first_uncleanable,
+        result=result,
+    )
+    to_clean = [s for s in segments if s.base_offset < end_offset and s is not segments[-1]]
+    groups = group_segments_by_size(
+        to_clean,
+        log_.config.segment_bytes,
+        log_.config.segment_index_bytes,
+        plan.first_uncleanable,
+    )
+    for group in groups:
+        _clean_group(
+            log_,
+            group,
+            ctx,
+            io_buffer_size=io_buffer_size,
+            check_done=check,
+            segment_factory=segment_factory,
+        )
+    result.end_offset = end_offset
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+# -- the background cleaner ---------------------------------------------------------------
+
+
+def _is_compacted(log_: Any) -> bool:
+    return bool(getattr(log_.config, "compact", False))
+
+
+class LogCleaner:
+    """Runs :func:`clean_log` over the compacted logs of a log directory, in threads.
+
+    ``log_manager_or_logs_provider`` is a LogManager (its ``all_logs()`` and ``data_dir``
+    are used; the checkpoint lives in ``<data_dir>/cleaner-offset-checkpoint``) or a
+    callable returning the logs (then give ``checkpoint_path`` to persist checkpoints).
+    ``high_watermark(topic, partition)`` may bound cleaning below the high watermark, as
+    Kafka does; None means the log end / LSO bound only.
+    """
+
+    def __init__(
+        self,
+        log_manager_or_logs_provider: Any,
+        *,
+        threads: int = 1,
+        clock: Callable[[], float] = time.time,
+        io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
+        max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+        backoff_ms: int = DEFAULT_BACKOFF_MS,
+        checkpoint_path: Path | None = None,
+        high_watermark: Callable[[str, int], int | None] | None = None,
+    ) -> None:
+        from odradek.storage.checkpoint import OffsetCheckpointFile
+
+        source = log_manager_or_logs_provider
+        if hasattr(source, "all_logs"):
+            self._logs: Callable[[], Iterable[Any]] = source.all_logs
+            if checkpoint_path is None:
+                checkpoint_path = Path(source.data_dir) / CLEANER_OFFSET_CHECKPOINT
+        elif callable(source):
+            self._logs = source
+        else:
+            raise TypeError("LogCleaner needs a LogManager or a callable returning logs")
+        if threads < 1:
+            raise ValueError("log.cleaner.threads must be at least 1")
+        self.threads = threads
+        self._clock = clock
+        self.io_buffer_size = io_buffer_size
+        self.max_map_entries = max_map_entries
+        self.backoff_ms = backoff_ms
+        self._high_watermark = high_watermark
+        self._checkpoint_file = (
+            OffsetCheckpointFile(checkpoint_path) if checkpoint_path is not None else None
+        )
+        self._lock = threading.Condition()
+        self._checkpoints: dict[tuple[str, int], int] = {}
+        if self._checkpoint_file is not None:
+            try:
+                self._checkpoints = dict(self._checkpoint_file.read())
+            except StorageError as exc:
+                log.warning("ignoring unreadable cleaner checkpoint: %s", exc)
+        self._in_progress: set[tuple[str, int]] = set()
+        self._paused: dict[tuple[str, int], int] = {}  # pause depth
+        self._aborting: set[tuple[str, int]] = set()
+        self.uncleanable: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self._workers: list[threading.Thread] = []
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def checkpoint_offset(self, topic: str, partition: int) -> int | None:
+        with self._lock:
+            return self._checkpoints.get((topic, partition))
+
+    def checkpoints(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._checkpoints)
+
+    def _write_checkpoints(self) -> None:
+        if self._checkpoint_file is not None:
+            self._checkpoint_file.write(self._checkpoints)
+
+    def truncate_checkpoint(self, topic: str, partition: int, offset: int) -> None:
+        """The log was truncated to ``offset``: the checkpoint may not stay above it."""
+        with self._lock:
+            key = (topic, partition)
+            if key in self._checkpoints and self._checkpoints[key] > offset:
+                self._checkpoints[key] = offset
+                self._write_checkpoints()
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """The log was deleted: forget its checkpoint."""
+        with self._lock:
+            if self._checkpoints.pop((topic, partition), None) is not None:
+                self._write_checkpoints()
+            self.uncleanable.discard((topic, partition))
+
+    # -- pausing (truncation and deletion must not race a pass) --------------------------
+
+    def abort_and_pause(self, topic: str, partition: int, timeout_s: float = 60.0) -> None:
+        """Stop any pass over the partition and keep it paused until :meth:`resume`."""
+        key = (topic, partition)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            self._paused[key] = self._paused.get(key, 0) + 1
+            if key in self._in_progress:
+                self._aborting.add(key)
+            while key in self._in_progress:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StorageError(f"cleaning of {topic}-{partition} did not stop in time")
+                self._lock.wait(remaining)
+
+    def resume(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        with self._lock:
+            depth = self._paused.get(key, 0) - 1
+            if depth > 0:
+                self._paused[key] = depth
+            else:
+                self._paused.pop(key, None)
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def _grab_filthiest(self, now_ms: int) -> tuple[Any, CleanablePlan] | None:
+        candidates = []
+        for log_ in self._logs():
+            if not _is_compacted(log_):
+                continue
+            key = (log_.topic, log_.partition)
+            with self._lock:
+                if key in self._in_progress or key in self._paused or key in self.uncleanable:
+                    continue
+                checkpoint = self._checkpoints.get(key)
+            try:
+                plan = plan_cleaning(
+                    log_,
+                    now_ms=now_ms,
+                    cleaner_offset=checkpoint,
+                    high_watermark=self._bound_for(log_),
+                )
+            except StorageError as exc:
+                log.warning("cannot plan cleaning of %s-%s: %s", log_.topic, log_.partition, exc)
+                continue
+            ratio_ok = plan.dirty_ratio > log_.config.min_cleanable_dirty_ratio
+            if plan.dirty_bytes > 0 and (ratio_ok or plan.needs_compaction_now):
+                candidates.append((plan.needs_compaction_now, plan.dirty_ratio, log_, plan))
+        candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+        with self._lock:
+            for _, _, log_, plan in candidates:
+                key = (log_.topic, log_.partition)
+                if key not in self._in_progress and key not in self._paused:
+                    self._in_progress.add(key)
+                    return log_, plan
+        return None
+
+    def _bound_for(self, log_: Any) -> int | None:
+        if self._high_watermark is None:
+            return None
+        return self._high_watermark(log_.topic, log_.partition)
+
+    def clean_once(self) -> list[CleanResult]:
+        """Clean the dirtiest eligible log, if any; returns what was cleaned."""
+        now_ms = int(self._clock() * 1000)
+        grabbed = self._grab_filthiest(now_ms)
+        if grabbed is None:
+            return []
+        log_, plan = grabbed
+        key = (log_.topic, log_.partition)
+
+        def check_done() -> None:
+            if key in self._aborting or self._stop.is_set():
+                raise CleaningAbortedError(f"cleaning of {key[0]}-{key[1]} aborted")
+
+        try:
+            result = clean_log(
+                log_,
+                now_ms=now_ms,
+                cleaner_offset=plan.first_dirty,
+                plan=plan,
+                max_map_entries=self.max_map_entries,
+                io_buffer_size=self.io_buffer_size,
+                check_done=check_done,
+            )
+        except CleaningAbortedError as exc:
+            log.info("%s", exc)
+            return []
+        except (StorageError, OSError) as exc:
+            # Kafka marks such a partition uncleanable rather than retrying it forever.
+            log.error("cleaning %s-%s failed; marking it uncleanable: %s", *key, exc)
+            with self._lock:
+                self.uncleanable.add(key)
+            return []
+        finally:
+            with self._lock:
+                self._in_progress.discard(key)
+                self._aborting.discard(key)
+                self._lock.notify_all()
+        with self._lock:
+            self._checkpoints[key] = result.end_offset
+            self._write_checkpoints()
+        log.info(
+            "cleaned %s-%s [%d, %d): %d segments -> %d, %d -> %d bytes in %.3fs",
+            result.topic,
+            result.partition,
+            result.first_dirty_offset,
+            result.end_offset,
+            result.segments_cleaned,
+            result.segments_written,
+            result.bytes_read,
+            result.bytes_written,
+            result.elapsed_s,
+        )
+        return [result]
+
+    # -- threads -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._workers:
+            return
+        self._stop.clear()
+        for n in range(self.threads):
+            worker = threading.Thread(
+                target=self._run, name=f"odradek-log-cleaner-{n}", daemon=True
+            )
+            self._workers.append(worker)
+            worker.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                cleaned = self.clean_once()
+            except Exception:  # a bug must not kill the thread silently
+                log.exception("log cleaner pass failed")
+                cleaned = []
+            if not cleaned:
+                self._stop.wait(self.backoff_ms / 1000)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the threads (a pass in progress is aborted at its next batch)."""
+        self._stop.set()
+        for worker in self._workers:
+            worker.join(timeout_s)
+        self._workers = []
