@@ -20,10 +20,10 @@ old or the new list, never a torn one.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
+from odradek.storage.checkpoint import atomic_write
 from odradek.storage.errors import CorruptCheckpointError
 
 CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
@@ -31,30 +31,6 @@ CHECKPOINT_VERSION = 0
 
 UNDEFINED_EPOCH = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH
 UNDEFINED_EPOCH_OFFSET = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH_OFFSET
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
-
-    Writes a sibling ``.tmp`` file, fsyncs it, renames it over ``path`` and fsyncs the
-    directory so the rename itself survives a power loss.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def parse_epoch_checkpoint(text: str, source: str) -> list[tuple[int, int]]:

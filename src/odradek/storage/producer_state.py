@@ -78,6 +78,7 @@ from odradek.records.header import (
     NO_SEQUENCE,
     BatchHeader,
 )
+from odradek.storage.checkpoint import atomic_write
 from odradek.storage.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -86,7 +87,6 @@ from odradek.storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from odradek.storage.leader_epoch import atomic_write
 
 log = logging.getLogger(__name__)
 
