@@ -47,7 +47,7 @@ def test_rows_are_placed_by_key_hash_and_topic_column(spark, spark_broker) -> No
     rows = [(left if i % 2 else right, f"user-{i}".encode(), b"%d" % i) for i in range(200)]
     rows += [(left, None, b"nokey-%d" % i) for i in range(50)]
     frame = spark.createDataFrame(rows, "topic string, key binary, value binary")
-    frame.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).save()
+    frame.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
     got_left = consume_all(bootstrap, left, 4)
     got_right = consume_all(bootstrap, right, 2)
     assert len(got_left) == 150 and len(got_right) == 100
