@@ -616,3 +616,43 @@ def test_grouping_respects_sizes(tmp_path: Path, clock: Clock) -> None:
         data = segment.read_bytes(0, segment.size)
         assert sum(h.size for _, h in iter_headers(data)) == segment.size
     log.close()
+
+
+def test_with_log_manager_checkpoint_file(tmp_path: Path, clock: Clock) -> None:
+    from odradek.storage.log_manager import LogManager
+
+    manager = LogManager(tmp_path, compact_config(), clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log("orders", 0)
+    fill(log, 30, clock)
+    log.roll()
+    manager.get_or_create_log("plain", 0, compact_config(cleanup_policy="delete"))
+    cleaner = LogCleaner(manager, clock=clock)
+    [result] = cleaner.clean_once()
+    assert (result.topic, result.partition, result.end_offset) == ("orders", 0, 30)
+    saved = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
+    assert saved == {("orders", 0): 30}
+    manager.shutdown()
+    # After a restart the logs reopen cleanly and the cleaner resumes from its checkpoint.
+    again = LogManager(tmp_path, compact_config(), clock=clock)
+    again.startup()
+    assert [o for o, _, _ in read_all(again.get_log("orders", 0))] == [27, 28, 29]
+    assert LogCleaner(again, clock=clock).checkpoint_offset("orders", 0) == 30
+    again.shutdown()
+
+
+def test_deleted_log_is_not_marked_uncleanable(tmp_path: Path, clock: Clock) -> None:
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    fill(log, 30, clock)
+    log.roll()
+    cleaner = LogCleaner(lambda: [log], clock=clock)
+    original = cleaner._grab_filthiest
+
+    def grab_then_close(now_ms: int):
+        grabbed = original(now_ms)
+        log.close()  # deleted by the controller right after the pass began
+        return grabbed
+
+    cleaner._grab_filthiest = grab_then_close  # type: ignore[method-assign]
+    assert cleaner.clean_once() == []
+    assert cleaner.uncleanable == set()

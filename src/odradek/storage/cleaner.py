@@ -865,6 +865,9 @@ class LogCleaner:
             log.info("%s", exc)
             return []
         except (StorageError, OSError) as exc:
+            if getattr(log_, "closed", False):
+                log.info("%s-%s was closed or deleted while being cleaned", *key)
+                return []
             # Kafka marks such a partition uncleanable rather than retrying it forever.
             log.error("cleaning %s-%s failed; marking it uncleanable: %s", *key, exc)
             with self._lock:
