@@ -310,10 +310,10 @@ def test_marker_epoch_and_coordinator_fencing(state: ProducerStateManager) -> No
 
 def test_bad_markers_are_invalid_records(state: ProducerStateManager) -> None:
     leader_change = control_batch(commit=True, control_type=2)
-    with pytest.raises(InvalidRecordError, match="type 2"):
+    with pytest.raises(InvalidRecordError, match="type 2 is not an end-transaction marker"):
         state.check_duplicate_or_validate(parse_header(leader_change), "coordinator", leader_change)
-    compressed = control_batch(commit=True, attributes_extra=1)
-    with pytest.raises(InvalidRecordError, match="compressed"):
+    compressed = control_batch(commit=True, attributes_extra=1)  # claims gzip, is not
+    with pytest.raises(InvalidRecordError, match="bad transaction marker"):
         state.check_duplicate_or_validate(parse_header(compressed), "replication", compressed)
     good = control_batch(commit=True)
     truncated = good[:-8]

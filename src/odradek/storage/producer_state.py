@@ -72,12 +72,10 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from odradek.records.header import (
-    HEADER_SIZE,
-    NO_PRODUCER_EPOCH,
-    NO_SEQUENCE,
-    BatchHeader,
-)
+from odradek.records.batch import decode_batch
+from odradek.records.control import parse_control_record
+from odradek.records.errors import CorruptRecordError
+from odradek.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from odradek.storage.checkpoint import atomic_write
 from odradek.storage.errors import (
     CorruptSnapshotError,
@@ -214,58 +212,24 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-def _read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
-    """Zigzag varint at ``pos`` -> (value, next position). At most 10 bytes."""
-    shift = 0
-    raw = 0
-    for _ in range(10):
-        if pos >= end:
-            raise InvalidRecordError("control record is truncated inside a varint")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    raise InvalidRecordError("control record has a varint longer than 10 bytes")
-
-
 def read_end_txn_marker(batch: Buffer, header: BatchHeader) -> EndTxnMarker | None:
     """Decode the COMMIT/ABORT marker in the first record of a control batch.
 
     ``batch`` holds the whole batch from its first byte. Returns None for a control batch
-    with no records (compaction can empty one). Raises InvalidRecordError for a marker
-    that cannot be read or is not COMMIT/ABORT. Control batches are never compressed.
+    with no records (compaction can empty one). Raises InvalidRecordError for a batch or
+    marker that cannot be read, or a control record that is not COMMIT/ABORT.
     """
     if header.records_count == 0:
         return None
-    if header.compression != 0:
-        raise InvalidRecordError("control batches must not be compressed")
-    end = min(len(batch), header.size)
-    pos = HEADER_SIZE
-    length, pos = _read_varint(batch, pos, end)
-    if length <= 0 or pos + length > end:
-        raise InvalidRecordError(f"control record length {length} does not fit the batch")
-    end = pos + length
-    pos += 1  # record attributes
-    _, pos = _read_varint(batch, pos, end)  # timestamp delta
-    _, pos = _read_varint(batch, pos, end)  # offset delta
-    key_length, pos = _read_varint(batch, pos, end)
-    if key_length < 4 or pos + key_length > end:
-        raise InvalidRecordError(f"control record key of {key_length} bytes is too short")
-    _key_version, control_type = struct.unpack_from(">hh", batch, pos)
-    pos += key_length
-    if control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
-        raise InvalidRecordError(
-            f"control record type {control_type} is not a transaction marker (0 or 1)"
-        )
-    value_length, pos = _read_varint(batch, pos, end)
-    if value_length < 6 or pos + value_length > end:
-        raise InvalidRecordError(
-            f"transaction marker value of {value_length} bytes is too short (needs 6)"
-        )
-    _value_version, coordinator_epoch = struct.unpack_from(">hi", batch, pos)
-    return EndTxnMarker(control_type, coordinator_epoch)
+    try:
+        decoded = decode_batch(batch, verify_crc=False)
+        if not decoded.records:
+            return None
+        record = decoded.records[0]
+        control_type, coordinator_epoch = parse_control_record(record.key, record.value)
+    except CorruptRecordError as exc:
+        raise InvalidRecordError(f"bad transaction marker: {exc}") from None
+    return EndTxnMarker(int(control_type), coordinator_epoch)
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
