@@ -63,6 +63,7 @@ def make_batch(
     leader_epoch: int = -1,
     records: bytes | None = None,
     records_count: int | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytearray:
     """An uncompressed record batch v2 with one record per value."""
     stamps = list(timestamps) if timestamps is not None else [timestamp] * len(values)
@@ -76,7 +77,7 @@ def make_batch(
         struct.pack(
             ">hiqqqhii",
             attributes,
-            max(count - 1, 0),
+            max(count - 1, 0) if last_offset_delta is None else last_offset_delta,
             stamps[0] if stamps else timestamp,
             max(stamps) if stamps else timestamp,
             producer_id,
