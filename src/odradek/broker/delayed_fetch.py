@@ -72,4 +72,5 @@ class FetchWaiters:
             operation.force_complete()
         self.purgatory.shutdown()
         if self._driver is not None:
-            await self._driver.stop()
+            self._driver.stop()
+            await self._driver.wait_stopped()

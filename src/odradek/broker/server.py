@@ -154,7 +154,10 @@ class KafkaServer:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.fetch_waiters.close()
+        try:
+            await self.fetch_waiters.close()
+        except Exception:  # never let one step keep the logs from a clean close
+            log.exception("closing the fetch purgatory failed")
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
