@@ -132,6 +132,10 @@ class FakeBroker:
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
+        except (asyncio.CancelledError, ConnectionError):
+            # stop() cancels handlers stuck in a hook; ending normally keeps asyncio's
+            # stream callback from logging the cancellation as an error.
+            return
         finally:
             self._writers.discard(writer)
             self._tasks.discard(task)
@@ -212,6 +216,8 @@ class FakeCluster:
         self.controller_id = 0
         self.cluster_id = "fake-cluster"
         self.hooks: list[Hook] = []
+        self.produce_errors: collections.Counter[int] = collections.Counter()
+        self.unknown_producer_error = False  # True: behave like a broker before Kafka 2.5
         self._next_producer_id = itertools.count(1000)
 
     async def __aenter__(self) -> FakeCluster:
@@ -351,6 +357,7 @@ class FakeCluster:
                 if part is not None:
                     error, base = self._append(part, bytes(pd.records or b""))
                     log_start = part.log_start_offset
+                self.produce_errors[error] += 1
                 parts.append(
                     {
                         "index": pd.index,
@@ -375,7 +382,9 @@ class FakeCluster:
         entry = part.producers.get(pid)
         first, last = header.base_sequence, header.last_sequence
         if entry is None:
-            if first != 0:
+            # Since KIP-360 (Kafka 2.5) a producer the partition has no state for is accepted
+            # at any sequence; older brokers answered UNKNOWN_PRODUCER_ID.
+            if first != 0 and self.unknown_producer_error:
                 return E.unknown_producer_id, -1
         elif header.producer_epoch < entry.epoch:
             return E.invalid_producer_epoch, -1

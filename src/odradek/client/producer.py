@@ -656,14 +656,20 @@ class Producer:
             self._expire_batches(now)
             if self.idempotent:
                 await self._maybe_bump_epoch()
-            wait = self._drain(now)
+            wait, sent = self._drain(now)
             if self._closing and not self._pending_work():
                 return
+            if sent:
+                # More batches of the same partitions may be sendable now (one batch per
+                # partition per request): drain again once the loop has run other tasks.
+                await asyncio.sleep(0)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), wait)
 
-    def _drain(self, now: float) -> float | None:
-        """Send what is ready; return how long the sender may sleep (None: until woken)."""
+    def _drain(self, now: float) -> tuple[float | None, bool]:
+        """Send what is ready; return (how long the sender may sleep (None: until woken),
+        whether anything was sent)."""
         linger = self.linger_ms / 1000
         urgent = self._flushing > 0 or self._closing
         next_wake: float | None = None
@@ -697,8 +703,8 @@ class Producer:
         for node, batches in by_node.items():
             self._send_to(node, batches)
         if next_wake is None:
-            return None
-        return max(0.0, next_wake - now)
+            return None, bool(by_node)
+        return max(0.0, next_wake - now), bool(by_node)
 
     def _may_send(self, tp: TopicPartition, batch: _Batch) -> bool:
         """Apply the idempotent ordering rules to the head batch of ``tp``."""
@@ -735,7 +741,13 @@ class Producer:
         self._in_flight_per_node[node] += 1
         task = asyncio.get_running_loop().create_task(self._produce(node, chosen))
         self._request_tasks.add(task)
-        task.add_done_callback(self._request_tasks.discard)
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._request_tasks.discard(task)
+        self._wakeup.set()  # a slot is free, batches may have come back, close may finish
+        if not task.cancelled() and task.exception() is not None:
+            log.error("produce request task failed", exc_info=task.exception())
 
     def _prepare(self, batch: _Batch) -> None:
         batch.attempts += 1
