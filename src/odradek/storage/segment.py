@@ -181,6 +181,9 @@ class LogSegment:
         try:
             self.offset_index.sanity_check()
             self.time_index.sanity_check()
+            if self.size > self.config.index_interval_bytes and not self.offset_index.path.exists():
+                # The log has enough data for entries: a missing file was lost, not empty.
+                raise CorruptIndexError(f"{self.log_path}: index file missing")
             _, position = self.offset_index.last_entry
             if position >= max(self.size, 1) and self.offset_index.entries:
                 raise CorruptIndexError(f"{self.offset_index.path}: points past the log end")

@@ -46,14 +46,13 @@ class TimeIndex(IndexFile):
         if not 0 <= relative <= INT32_MAX:
             raise ValueError(f"{self.path}: offset {offset} does not fit a relative int32 index")
         last = self._last_raw()
-        if last is not None:
-            if timestamp <= last[0]:
-                return
-            if relative < last[1]:
-                raise ValueError(
-                    f"{self.path}: offset {offset} is below the last entry's "
-                    f"{self.base_offset + last[1]}"
-                )
+        if timestamp <= (NO_TIMESTAMP if last is None else last[0]):
+            return  # like Kafka, an empty index starts at "no timestamp" (-1)
+        if last is not None and relative < last[1]:
+            raise ValueError(
+                f"{self.path}: offset {offset} is below the last entry's "
+                f"{self.base_offset + last[1]}"
+            )
         if not skip_full_check and self.is_full:
             raise ValueError(f"{self.path}: append to a full time index")
         if self.entries >= self.max_entries:
