@@ -31,12 +31,12 @@ Errors, as Kafka handles them:
   ``connections.max.idle.ms`` are closed.
 
 File regions (objects with ``fd``, ``position``, ``length``) inside a ``ChunkedResponse``
-go out with ``os.sendfile`` once everything before them has left the transport's buffer;
-when the socket is full the next piece is copied with ``pread`` through the transport
-(which gives the loop a writability event) and sendfile resumes after it drains. If
-sendfile is unavailable for the descriptor, regions are copied with ``pread``. A region
-whose file got shorter than promised closes the connection: the frame size already sent
-cannot be honoured.
+go out with ``os.sendfile`` on the socket once everything before them has left the
+transport's buffer; while the socket is full the connection waits for writability on a
+duplicate of the socket descriptor (the loop will not watch the transport's own). If
+sendfile is unavailable for the descriptor (or ``use_sendfile=False``), regions are copied
+with ``pread`` through the transport. A region whose file got shorter than promised
+closes the connection: the frame size already sent cannot be honoured.
 """
 
 from __future__ import annotations
@@ -161,6 +161,7 @@ class _Connection(asyncio.Protocol):
         self.client_port = 0
         self.connection_id = ""
         self._socket_fd = -1
+        self._poll_fd = -1  # a dup of the socket, only while a region waits for the socket
         self._sendfile_usable = server.use_sendfile
 
     # asyncio.Protocol callbacks --------------------------------------------------------
@@ -217,6 +218,10 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._poll_fd >= 0:
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(self._poll_fd)
+            self._close_poll_fd()
         self._server._connections.discard(self)
         self._pending.clear()
         self._pending_bytes = 0
@@ -493,33 +498,32 @@ class _Connection(asyncio.Protocol):
             raise TypeError(f"response chunk {region!r} is neither bytes nor a file region")
         position = int(region.position)
         sent = 0
+        if self._sendfile_usable and self._socket_fd >= 0:
+            await self._wait_write_buffer_empty()
+            try:
+                while sent < length and not self._closed:
+                    try:
+                        count = os.sendfile(self._socket_fd, fd, position + sent, length - sent)
+                    except BlockingIOError:
+                        await self._wait_socket_writable()
+                        continue
+                    except OSError as exc:
+                        if exc.errno not in _SENDFILE_UNSUPPORTED or sent:
+                            raise
+                        self._log.info("sendfile unavailable (%s); copying file regions", exc)
+                        self._sendfile_usable = False
+                        break
+                    if count == 0:
+                        raise _TruncatedRegionError(
+                            f"file region ended {length - sent} bytes early (file truncated?)"
+                        )
+                    sent += count
+                    self._server.bytes_sent_with_sendfile += count
+            finally:
+                self._close_poll_fd()
         transport = self._transport
         assert transport is not None
         while sent < length and not self._closed:
-            if self._sendfile_usable and self._socket_fd >= 0:
-                await self._wait_write_buffer_empty()
-                if self._closed:
-                    return
-                try:
-                    count = os.sendfile(self._socket_fd, fd, position + sent, length - sent)
-                except BlockingIOError:
-                    count = -1
-                except OSError as exc:
-                    if exc.errno not in _SENDFILE_UNSUPPORTED:
-                        raise
-                    self._log.info("sendfile unavailable (%s); copying file regions", exc)
-                    self._sendfile_usable = False
-                    continue
-                if count == 0:
-                    raise _TruncatedRegionError(
-                        f"file region ended {length - sent} bytes early (file truncated?)"
-                    )
-                if count > 0:
-                    sent += count
-                    self._server.bytes_sent_with_sendfile += count
-                    continue
-            # The socket is full (or sendfile is unusable): copy one piece through the
-            # transport, whose write-readiness tells us when to try sendfile again.
             piece = os.pread(fd, min(_COPY_CHUNK, length - sent), position + sent)
             if not piece:
                 raise _TruncatedRegionError(
@@ -529,6 +533,31 @@ class _Connection(asyncio.Protocol):
             sent += len(piece)
             self._server.bytes_copied_from_regions += len(piece)
             await self._drain()
+
+    async def _wait_socket_writable(self) -> None:
+        # The transport owns the socket's descriptor in the event loop, and loops refuse a
+        # second watcher on it; a duplicate descriptor of the same socket is accepted and
+        # becomes writable at the same moment.
+        if self._poll_fd < 0:
+            self._poll_fd = os.dup(self._socket_fd)
+        writable = self._loop.create_future()
+        self._loop.add_writer(self._poll_fd, _resolve, writable)
+        try:
+            await writable
+        finally:
+            self._loop.remove_writer(self._poll_fd)
+
+    def _close_poll_fd(self) -> None:
+        # Closed as soon as a region is sent: an open duplicate would keep the socket
+        # alive (no FIN) after the transport closes it.
+        if self._poll_fd >= 0:
+            os.close(self._poll_fd)
+            self._poll_fd = -1
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class NetworkServer:
