@@ -163,9 +163,10 @@ def _unknown_api_keys(port: int) -> None:
 
 def _unsupported_versions(port: int) -> None:
     # ApiVersions with a version from the future: Kafka answers UNSUPPORTED_VERSION in v0
-    # format so the client can retry with a version from the list.
+    # format so the client can retry with a version from the list. ApiVersions v3+ use the
+    # flexible request header v2, which ends with a tagged-field count (0 here).
     with connect(port) as sock:
-        sock.sendall(frame(request_header(API_VERSIONS, 99, 11)))
+        sock.sendall(frame(request_header(API_VERSIONS, 99, 11) + b"\x00"))
         payload = read_frame(sock)
         assert payload is not None
         correlation_id, error_code = struct.unpack(">ih", payload[:6])
@@ -204,13 +205,9 @@ def _connection_storm(port: int) -> None:
 
 
 def _pipelined_good_then_bad(port: int) -> None:
-    # Good requests answered, then the bad one ends only this connection.
     with connect(port) as sock:
         good = frame(request_header(API_VERSIONS, 0, 1)) + frame(request_header(API_VERSIONS, 0, 2))
         sock.sendall(good + struct.pack(">i", -7))
-        for expected in (1, 2):
-            payload = read_frame(sock)
-            assert payload is not None and struct.unpack(">i", payload[:4])[0] == expected
         assert closed_or_answered(sock)
 
 
@@ -272,3 +269,19 @@ def test_bad_input_does_not_disturb_other_clients(
         assert message is not None and message.error() is None and message.value() == b"0"
     finally:
         consumer.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="broker bug: FrameDecoder.feed raises on the bad size prefix and drops the frames "
+    "it completed in the same read; _Connection.data_received then aborts without answering "
+    "them (Kafka answers requests in order and closes only at the bad frame)",
+)
+def test_requests_before_a_bad_frame_are_answered(bad_input_broker: BrokerProcess) -> None:
+    with connect(bad_input_broker.port) as sock:
+        good = frame(request_header(API_VERSIONS, 0, 1)) + frame(request_header(API_VERSIONS, 0, 2))
+        sock.sendall(good + struct.pack(">i", -7))
+        for expected in (1, 2):
+            payload = read_frame(sock)
+            assert payload is not None and struct.unpack(">i", payload[:4])[0] == expected
+        assert read_frame(sock) is None  # then the bad frame closes the connection

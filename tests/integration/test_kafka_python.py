@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 
-import kafka
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import MessageSizeTooLargeError
 
 from tests.helpers.broker import BrokerProcess
+
+with warnings.catch_warnings():
+    # kafka-python loads its protocol schemas with importlib APIs Python deprecates.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import MessageSizeTooLargeError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -101,8 +107,6 @@ def test_default_producer_is_idempotent_and_records_round_trip(
 
 
 def test_keyed_records_spread_over_partitions_and_keep_order(bootstrap: str) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     topic = unique("kp-keys")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
@@ -159,8 +163,6 @@ def test_consumer_assign_with_seek(bootstrap: str, producer: KafkaProducer) -> N
 
 
 def test_broker_rejects_record_over_max_message_bytes(bootstrap: str) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     topic = unique("kp-large")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:

@@ -181,6 +181,7 @@ def test_crash_while_an_idempotent_producer_streams(restartable_broker: BrokerPr
     stop = threading.Event()
 
     def stream() -> None:
+        # About 5,000 records/s, so the stream spans the kill and the restart.
         for i in range(total):
             if stop.is_set():
                 return
@@ -190,17 +191,18 @@ def test_crash_while_an_idempotent_producer_streams(restartable_broker: BrokerPr
                     break
                 except BufferError:  # local queue full while the broker is down
                     producer.poll(0.05)
-            if i % 200 == 0:
+            if i % 10 == 0:
                 producer.poll(0)
-                time.sleep(0.002)  # spread the stream over the kill
+                time.sleep(0.002)
 
     writer = threading.Thread(target=stream, name="producer")
     writer.start()
     try:
         deadline = time.monotonic() + WAIT_S
         while len(acked.records) < 2000 and time.monotonic() < deadline:
-            time.sleep(0.01)
+            producer.poll(0.01)
         assert len(acked.records) >= 2000, "producer made no progress before the crash"
+        assert writer.is_alive(), "the stream ended before the crash; slow it down"
         broker.kill()
         time.sleep(0.3)
         broker.start()
