@@ -56,6 +56,7 @@ from odradek.records.header import (
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
+    CorruptCheckpointError,
     CorruptIndexError,
     InconsistentTopicIdError,
     InvalidRecordError,
@@ -187,7 +188,16 @@ class Log:
         # Set by the replica manager when it tracks one: retention and DeleteRecords never
         # go beyond it (None: bounded by the log end offset only).
         self.high_watermark: int | None = None
-        self.leader_epoch_cache = LeaderEpochFileCache(self.directory / CHECKPOINT_FILE_NAME)
+        epoch_path = self.directory / CHECKPOINT_FILE_NAME
+        try:
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+            self._epoch_cache_lost = False
+        except CorruptCheckpointError as exc:
+            # Rebuilt from the batches' leader epochs by a full recovery (see _load).
+            logger.warning("%s; rebuilding it from the log", exc)
+            epoch_path.unlink()
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+            self._epoch_cache_lost = True
         self.producer_state = ProducerStateManager(
             self.directory, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock
         )
@@ -233,6 +243,8 @@ class Log:
         return int(self._clock() * 1000)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        if self._epoch_cache_lost:
+            recovery_point, clean_shutdown = 0, False
         now_ms = self._now_ms()
         self._last_flush_ms = now_ms
         bases = self._clean_directory(now_ms)
