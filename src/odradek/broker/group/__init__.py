@@ -1,0 +1,32 @@
+"""The group coordinator: consumer groups and committed offsets over ``__consumer_offsets``.
+
+Modules: ``group`` (state machine, members, offsets in memory), ``offsets_records`` (the
+binary key/value formats of the offsets topic), ``delayed_ops`` (join/sync/session waits in
+the purgatory), ``coordinator`` (the protocol), ``handlers`` (kio requests -> responses),
+``partitioning`` (group id -> offsets partition, as Kafka), ``consumer_protocol`` (the
+subscription topics of a consumer member), ``config`` (Kafka-named settings).
+"""
+
+from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.coordinator import (
+    GroupCoordinator,
+    OffsetCommitRequestData,
+    OffsetsLogAccess,
+)
+from odradek.broker.group.group import GroupState, JoinGroupResult, SyncGroupResult
+from odradek.broker.group.handlers import GROUP_API_VERSIONS, GroupHandlers
+from odradek.broker.group.partitioning import java_string_hashcode, partition_for
+
+__all__ = [
+    "GROUP_API_VERSIONS",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupHandlers",
+    "GroupState",
+    "JoinGroupResult",
+    "OffsetCommitRequestData",
+    "OffsetsLogAccess",
+    "SyncGroupResult",
+    "java_string_hashcode",
+    "partition_for",
+]
