@@ -82,13 +82,19 @@ class Client:
         return decode_response(api_key, version, await self.read_frame(timeout))
 
     async def closed_by_server(self, timeout: float = 5) -> bool:
-        try:
-            data = await asyncio.wait_for(self.reader.read(1), timeout)
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-        return data == b""
+        """True when the server closes the connection within ``timeout`` (bytes it sent
+        before closing, such as half a response, are skipped)."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                data = await asyncio.wait_for(self.reader.read(65536), remaining)
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            except TimeoutError:
+                return False
+            if data == b"":
+                return True
+        return False
 
     def close(self) -> None:
         self.writer.close()
@@ -400,6 +406,31 @@ def test_produce_acks_0_gets_no_response_and_a_failure_closes() -> None:
     run("asyncio", main)
 
 
+def test_bad_handler_results_never_break_the_server() -> None:
+    class Confused:
+        async def handle(self, ctx: RequestContext, request: Any) -> Any:
+            if ctx.header.correlation_id == 1:  # an entity of the wrong API
+                return build_response(METADATA, 5, {})
+            if ctx.header.correlation_id == 2:  # a chunk that is neither bytes nor region
+                return ChunkedResponse([b"\x00\x00\x00\x10", 12345])
+            return build_response(HEARTBEAT, ctx.header.api_version, {"error_code": 0})
+
+    async def main() -> None:
+        server = await started(Confused())
+        client = await Client.connect(server.port)
+        client.send(heartbeat(), 1)
+        correlation_id, response = await client.read(HEARTBEAT, 4)
+        assert (correlation_id, response.error_code) == (1, ErrorCode.unknown_server_error)
+        client.send(heartbeat(), 2)
+        assert await client.closed_by_server()
+        other = await Client.connect(server.port)
+        other.send(heartbeat(), 3)
+        assert (await other.read(HEARTBEAT, 4))[0] == 3
+        await server.shutdown(timeout=5)
+
+    run("asyncio", main)
+
+
 # Shutdown ---------------------------------------------------------------------------------
 
 
@@ -705,3 +736,22 @@ def test_librdkafka_falls_back_when_api_versions_v3_is_not_advertised() -> None:
     # v3 was answered UNSUPPORTED_VERSION by the network layer, then a version we listed.
     assert API_VERSIONS not in {k for k, v in handler.seen if v == 3}
     assert api_versions_seen and max(api_versions_seen) <= 2
+
+
+def test_kcat_old_librdkafka_lists_metadata() -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed")
+    handler = MetadataHandler()
+    with server_in_thread(handler) as server:
+        result = subprocess.run(
+            ["kcat", "-b", f"127.0.0.1:{server.port}", "-L", "-m", "10"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 0, result.stderr
+    assert 'topic "hello" with 2 partitions' in result.stdout
+    assert handler.seen[0] == (API_VERSIONS, 3)
