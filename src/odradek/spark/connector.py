@@ -22,17 +22,20 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode
 
 from odradek.client.errors import ClientError, KafkaError
 from odradek.records.batch import Record
 from odradek.spark.columnar import AbortedTransaction, decode_fetch
 from odradek.spark.options import SinkOptions, SourceOptions
+from odradek.spark.partitioning import partitions_for_keys
 from odradek.spark.planning import DataLossError, report_data_loss
 from odradek.spark.schema import SinkColumns
 from odradek.spark.source import WriteSummary
@@ -280,102 +283,136 @@ def read_range(
 # --- executor side: writing ---------------------------------------------------------------------
 
 
-def _binary_list(batch: pa.RecordBatch, name: str | None) -> list[bytes | None] | None:
-    if name is None:
-        return None
-    column = batch.column(name)
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = column.cast(pa.binary())  # zero-copy: same bytes, UTF-8 as written
-    return column.to_pylist()
+_RECORD_OVERHEAD = 24  # length, attributes, deltas, key/value lengths, header count: worst case
 
 
-def _record_size(record: Record) -> int:
-    size = 24 + len(record.key or b"") + len(record.value or b"")
-    for key, value in record.headers:
-        size += 10 + len(key) + len(value or b"")
-    return size
+def _as_binary(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type):
+        return column.cast(pa.binary())  # zero-copy: the UTF-8 bytes as they are
+    return column
 
 
-class _RowRouter:
-    """Turns rows into per-(topic, partition) record lists, the way the sink must place them."""
+def _lengths(column: pa.Array | None, count: int) -> np.ndarray:
+    if column is None:
+        return np.zeros(count, dtype=np.int64)
+    lengths = pc.binary_length(column).fill_null(0)
+    return lengths.to_numpy(zero_copy_only=False).astype(np.int64)
 
-    def __init__(self, options: SinkOptions, columns: SinkColumns, partition_counts: Any) -> None:
+
+class RowRouter:
+    """Places the rows of Arrow batches into per-partition chunks of records, ready to send.
+
+    A row goes to its ``partition`` column if set, else to the murmur2 partition of its key
+    (vectorised, :mod:`odradek.spark.partitioning`), else, without key, to the partition
+    whose turn it is: each chunk of such rows goes to the next partition, starting at a
+    random one. Chunks hold at most ``batch_size`` bytes of records (at least one record).
+    """
+
+    def __init__(
+        self, options: SinkOptions, columns: SinkColumns, partition_count: Callable[[str], int]
+    ) -> None:
         self.options = options
         self.columns = columns
-        self._partition_counts = partition_counts  # topic -> number of partitions
+        self._partition_count = partition_count
         self._rotation: dict[str, int] = {}
 
-    def route(self, batch: pa.RecordBatch) -> dict[tuple[str, int | None], list[Record]]:
-        from odradek.client.partitioner import partition_for_key
-
-        n = batch.num_rows
-        values = _binary_list(batch, self.columns.value)
-        assert values is not None
-        keys = _binary_list(batch, self.columns.key) or [None] * n
+    def topics(self, batch: pa.RecordBatch) -> set[str]:
+        """Topics the rows of ``batch`` go to (raises for a null topic, as Spark's sink does)."""
         if self.options.topic is not None:
-            topics: list[str | None] = [self.options.topic] * n
-        else:
-            assert self.columns.topic is not None
-            topics = batch.column(self.columns.topic).to_pylist()
-        partitions = (
-            batch.column(self.columns.partition).to_pylist()
-            if self.columns.partition is not None
-            else [None] * n
-        )
-        headers = (
-            batch.column(self.columns.headers).to_pylist()
-            if self.columns.headers is not None
-            else None
-        )
-        groups: dict[tuple[str, int | None], list[Record]] = {}
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise ValueError(
-                    "null topic present in the data. Use the topic option for setting a topic."
-                )
-            record_headers: list[tuple[str, bytes | None]] = []
-            if headers is not None and headers[i]:
-                for header in headers[i]:
+            return {self.options.topic}
+        assert self.columns.topic is not None
+        column = batch.column(self.columns.topic)
+        if column.null_count:
+            raise ValueError(
+                "null topic present in the data. Use the topic option for setting a topic."
+            )
+        return {str(t) for t in pc.unique(column).to_pylist()}
+
+    def route(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[Record]]]:
+        """(topic, partition, records) chunks covering every row of ``batch``."""
+        count = batch.num_rows
+        if count == 0:
+            return
+        values = _as_binary(batch.column(self.columns.value))
+        keys = _as_binary(batch.column(self.columns.key)) if self.columns.key else None
+        headers = batch.column(self.columns.headers).to_pylist() if self.columns.headers else None
+        sizes = _lengths(values, count) + _lengths(keys, count) + _RECORD_OVERHEAD
+        header_lists: list[list[tuple[str, bytes | None]]] | None = None
+        if headers is not None:
+            header_lists = []
+            for i, row in enumerate(headers):
+                pairs = []
+                for header in row or ():
                     if header is None or header["key"] is None:
                         raise ValueError("a header in the 'headers' column has a null key")
-                    record_headers.append((header["key"], header["value"]))
-            key = keys[i]
-            partition = partitions[i]
-            count = self._partition_counts(topic)
-            if partition is not None:
-                if not 0 <= partition < count:
-                    raise ValueError(
-                        f"Invalid partition {partition} for topic '{topic}': it has partitions "
-                        f"0 to {count - 1}"
-                    )
-            elif key is not None:
-                partition = partition_for_key(key, count)
-            record = Record(values[i], key, record_headers)
-            groups.setdefault((topic, partition), []).append(record)
-        return groups
+                    pairs.append((header["key"], header["value"]))
+                    sizes[i] += 10 + len(header["key"]) + len(header["value"] or b"")
+                header_lists.append(pairs)
+        value_list = values.to_pylist()
+        key_list = keys.to_pylist() if keys is not None else None
 
-    def null_key_partition(self, topic: str) -> int:
-        """Rows without key or partition: each batch goes to the next partition in turn."""
-        count = self._partition_counts(topic)
+        if self.options.topic is not None:
+            by_topic = {self.options.topic: np.arange(count)}
+        else:
+            self.topics(batch)  # null check
+            assert self.columns.topic is not None
+            names = np.array(batch.column(self.columns.topic).to_pylist(), dtype=object)
+            by_topic = {str(t): np.flatnonzero(names == t) for t in dict.fromkeys(names)}
+
+        explicit = (
+            batch.column(self.columns.partition).fill_null(-1).to_numpy(zero_copy_only=False)
+            if self.columns.partition is not None
+            else np.full(count, -1)
+        ).astype(np.int64)
+        for topic, rows in by_topic.items():
+            partitions_count = self._partition_count(topic)
+            placed = explicit[rows]
+            bad = placed >= partitions_count
+            if bad.any():
+                raise ValueError(
+                    f"Invalid partition {int(placed[bad][0])} for topic '{topic}': it has "
+                    f"partitions 0 to {partitions_count - 1}"
+                )
+            if keys is not None and (placed < 0).any():
+                hashed = partitions_for_keys(keys.take(pa.array(rows)), partitions_count)
+                placed = np.where(placed < 0, hashed, placed)
+            order = np.argsort(placed, kind="stable")
+            placed_sorted = placed[order]
+            starts = np.flatnonzero(np.r_[True, placed_sorted[1:] != placed_sorted[:-1]])
+            ends = np.r_[starts[1:], len(order)]
+            for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+                partition = int(placed_sorted[start])
+                group = rows[order[start:end]]
+                for chunk in _chunk_rows(group, sizes[group], self.options.batch_size):
+                    target = partition if partition >= 0 else self._next_partition(topic)
+                    records = [
+                        Record(
+                            value_list[i],
+                            key_list[i] if key_list is not None else None,
+                            header_lists[i] if header_lists is not None else (),
+                        )
+                        for i in chunk.tolist()
+                    ]
+                    yield topic, target, records
+
+    def _next_partition(self, topic: str) -> int:
+        count = self._partition_count(topic)
         current = self._rotation.get(topic)
         current = random.randrange(count) if current is None else (current + 1) % count
         self._rotation[topic] = current
         return current
 
 
-def _chunks(records: Sequence[Record], max_bytes: int) -> Iterator[Sequence[Record]]:
+def _chunk_rows(rows: np.ndarray, sizes: np.ndarray, max_bytes: int) -> Iterator[np.ndarray]:
+    """Consecutive pieces of ``rows`` of at most ``max_bytes`` each (at least one row)."""
+    total = np.cumsum(sizes)
     start = 0
-    size = 0
-    for i, record in enumerate(records):
-        record_size = _record_size(record)
-        if i > start and size + record_size > max_bytes:
-            yield records[start:i]
-            start = i
-            size = 0
-        size += record_size
-    if start < len(records):
-        yield records[start:]
+    while start < len(rows):
+        base = total[start - 1] if start else 0
+        end = int(np.searchsorted(total, base + max_bytes, side="right"))
+        end = max(end, start + 1)
+        yield rows[start:end]
+        start = end
 
 
 def write_batches(
@@ -409,12 +446,6 @@ async def _write(
         client_id=options.client_id,
     )
     counts: dict[str, int] = {}
-
-    async def fetch_counts(topics: set[str]) -> None:
-        for topic in topics - counts.keys():
-            info = await producer.client.topic(topic)
-            counts[topic] = len(info.partitions)
-
     pending: set[asyncio.Task[Any]] = set()
     last_offsets: dict[str, int] = {}
     rows = 0
@@ -425,33 +456,21 @@ async def _write(
             key = f"{metadata.topic}-{metadata.partition}"
             last_offsets[key] = max(last_offsets.get(key, -1), metadata.offset + size - 1)
 
-    async def send(topic: str, partition: int, chunk: Sequence[Record]) -> tuple[Any, int]:
+    async def send(topic: str, partition: int, chunk: list[Record]) -> tuple[Any, int]:
         return await producer.send_batch(topic, partition, chunk), len(chunk)
 
     await producer.start()
     try:
-        router = _RowRouter(options, columns, lambda topic: counts[topic])
+        router = RowRouter(options, columns, counts.__getitem__)
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            topics = (
-                {options.topic}
-                if options.topic is not None
-                else {t for t in batch.column(columns.topic).to_pylist() if t is not None}
-            )
-            await fetch_counts(topics)  # type: ignore[arg-type]
-            for (topic, partition), records in router.route(batch).items():
-                for chunk in _chunks(records, options.batch_size):
-                    target = (
-                        partition if partition is not None else router.null_key_partition(topic)
-                    )
-                    pending.add(asyncio.ensure_future(send(topic, target, chunk)))
-                    rows += len(chunk)
-                    if len(pending) >= MAX_PENDING_BATCHES:
-                        done, pending = await asyncio.wait(
-                            pending, return_when=asyncio.FIRST_COMPLETED
-                        )
-                        collect(done)
+            for topic in router.topics(batch) - counts.keys():
+                counts[topic] = len((await producer.client.topic(topic)).partitions)
+            for topic, partition, records in router.route(batch):
+                pending.add(asyncio.ensure_future(send(topic, partition, records)))
+                rows += len(records)
+                if len(pending) >= MAX_PENDING_BATCHES:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    collect(done)
         if pending:
             done, pending = await asyncio.wait(pending)
             collect(done)
@@ -462,4 +481,4 @@ async def _write(
     return WriteSummary(rows=rows, last_offsets=last_offsets)
 
 
-__all__ = ["ClusterOffsets", "DataLossError", "read_range", "write_batches"]
+__all__ = ["ClusterOffsets", "DataLossError", "RowRouter", "read_range", "write_batches"]
