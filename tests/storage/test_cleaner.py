@@ -656,3 +656,43 @@ def test_deleted_log_is_not_marked_uncleanable(tmp_path: Path, clock: Clock) -> 
     cleaner._grab_filthiest = grab_then_close  # type: ignore[method-assign]
     assert cleaner.clean_once() == []
     assert cleaner.uncleanable == set()
+
+
+def test_tombstones_go_once_their_horizon_passes_without_new_dirt(tmp_path):
+    """KIP-534: a pass that keeps a tombstone leaves a delete horizon; once it passes, the
+    cleaner revisits the log even though nothing new made it dirty."""
+    from odradek.records.batch import Record, build_batch
+    from odradek.storage.cleaner import LogCleaner
+    from odradek.storage.config import LogConfig
+    from odradek.storage.log import Log
+
+    now = [1_000.0]
+    config = LogConfig.from_properties(
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": "600",
+            "delete.retention.ms": "5000",
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+    )
+    log_ = Log.open(tmp_path / "t-0", config, clock=lambda: now[0])
+    for i in range(30):
+        value = None if i == 29 else b"v%d" % i
+        log_.append_as_leader(build_batch([Record(key=b"k%d" % (i % 3), value=value)]))
+    log_.roll()
+    cleaner = LogCleaner(lambda: [log_], clock=lambda: now[0])
+
+    def keyed() -> list[tuple[bytes, bytes | None]]:
+        from odradek.records.batch import decode_batches
+
+        data = log_.read(log_.log_start_offset, 1 << 20).read_bytes()
+        return [(r.key, r.value) for b in decode_batches(data) for r in b.records]
+
+    assert cleaner.clean_once()
+    assert (b"k2", None) in keyed()  # kept: its horizon is now + 5 s
+    assert cleaner.clean_once() == []  # not dirty, horizon not reached
+    now[0] += 6
+    assert cleaner.clean_once(), "the passed horizon should make the log cleanable"
+    assert (b"k2", None) not in keyed()
+    assert cleaner.clean_once() == []  # and it does not come back again
+    log_.close()

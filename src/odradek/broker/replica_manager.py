@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     DuplicateSequenceError,
@@ -113,6 +114,9 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._on_data_appended = on_data_appended
         self._clock = clock
+        # Set by the server when compaction runs: partitions leaving this broker must be
+        # taken away from the cleaner before their files go.
+        self.cleaner: LogCleaner | None = None
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -133,6 +137,7 @@ class ReplicaManager:
             existing.advance_high_watermark()
             return existing
         log_ = self.log_manager.get_or_create_log(topic, index, config)
+        log_.update_config(config)  # a log loaded at start-up had only the defaults
         partition = Partition(topic, index, log_, leader_epoch=leader_epoch)
         partition.leader_id = self.broker_id
         partition.isr = {self.broker_id}
@@ -142,10 +147,16 @@ class ReplicaManager:
 
     def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
         partition = self._partitions.pop((topic, index), None)
-        if delete:
-            self.log_manager.delete_log(topic, index)
-        elif partition is not None:
-            partition.log.close()
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause(topic, index)
+        try:
+            if delete:
+                self.log_manager.delete_log(topic, index)
+            elif partition is not None:
+                partition.log.close()
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.remove_partition(topic, index)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (name, _), partition in self._partitions.items():

@@ -34,6 +34,7 @@ from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore, TopicMetadata
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
+from odradek.storage.cleaner import LogCleaner
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,17 @@ class KafkaServer:
         self.log_manager.default_config = self.topics.default_log_config
         self.topics.load_all()
         self.producer_ids = ProducerIdManager(self.data_dir)
+        self.cleaner: LogCleaner | None = None
+        if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
+            self.cleaner = LogCleaner(
+                self.log_manager,
+                threads=self.config.get("log.cleaner.threads"),
+                backoff_ms=self.config.get("log.cleaner.backoff.ms"),
+                clock=self._clock,
+                high_watermark=self._high_watermark_of,
+            )
+            self.replica_manager.cleaner = self.cleaner
+            self.cleaner.start()
         log.info(
             "loaded %d partitions in %.2fs",
             len(self.replica_manager.partitions()),
@@ -159,6 +171,8 @@ class KafkaServer:
         except Exception:  # never let one step keep the logs from a clean close
             log.exception("closing the fetch purgatory failed")
         loop = asyncio.get_running_loop()
+        if self.cleaner is not None:
+            await loop.run_in_executor(self._io_pool, self.cleaner.stop)
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
         self._stopped.set()
@@ -220,6 +234,10 @@ class KafkaServer:
 
     def advertised_versions(self) -> dict[int, tuple[int, int]]:
         return advertised(self._handlers.keys())
+
+    def _high_watermark_of(self, topic: str, partition: int) -> int | None:
+        hosted = self.replica_manager.partition(topic, partition)
+        return hosted.high_watermark if hosted is not None else None
 
     # Helpers for handlers ---------------------------------------------------------------
 

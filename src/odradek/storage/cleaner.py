@@ -106,6 +106,13 @@ class CleanResult:
     keyless_records_dropped: int = 0
     aborted_batches_dropped: int = 0
     elapsed_s: float = 0.0
+    # The earliest delete horizon among the tombstones and markers this pass kept: once
+    # it passes, the log must be cleaned again even if nothing new made it dirty.
+    earliest_delete_horizon_ms: int | None = None
+
+    def note_horizon(self, horizon_ms: int) -> None:
+        if self.earliest_delete_horizon_ms is None or horizon_ms < self.earliest_delete_horizon_ms:
+            self.earliest_delete_horizon_ms = horizon_ms
 
 
 class OffsetMap:
@@ -505,9 +512,13 @@ def filter_batch(
     if kept:
         has_tombstone = any(r.value is None for r in kept) and not header.is_control
         needs_horizon = (has_tombstone or marker_for_empty_txn) and horizon is None
+        new_horizon = ctx.now_ms + ctx.delete_retention_ms if needs_horizon else horizon
+        if new_horizon is not None and (has_tombstone or marker_for_empty_txn):
+            # Only what the horizon will remove counts; a horizon on a batch whose
+            # tombstones are already gone must not bring the log back every pass.
+            ctx.result.note_horizon(new_horizon)
         if len(kept) == len(decoded.records) and not needs_horizon:
             return data, len(kept)
-        new_horizon = ctx.now_ms + ctx.delete_retention_ms if needs_horizon else horizon
         return rebuild_batch(decoded, kept, delete_horizon_ms=new_horizon), len(kept)
     if retention == _RETAIN_EMPTY:
         return rebuild_batch(decoded, []), 0
@@ -615,6 +626,7 @@ def clean_log(
     check_done: Callable[[], None] | None = None,
     plan: CleanablePlan | None = None,
     segment_factory: Callable[[Any, int], Any] = _create_cleaned_segment,
+    revisit_clean_section: bool = False,
 ) -> CleanResult:
     """Compact ``log_`` once, whatever its dirty ratio; returns what was done.
 
@@ -630,23 +642,29 @@ def clean_log(
             log_, now_ms=now_ms, cleaner_offset=cleaner_offset, high_watermark=high_watermark
         )
     result = CleanResult(log_.topic, log_.partition, plan.first_dirty, plan.first_dirty)
-    if plan.first_uncleanable <= plan.first_dirty:
-        result.elapsed_s = time.monotonic() - started
-        return result
     segments = list(log_.segments)
     offset_map = OffsetMap(max_map_entries)
-    build_offset_map(
-        log_,
-        segments,
-        plan.first_dirty,
-        plan.first_uncleanable,
-        offset_map,
-        io_buffer_size=io_buffer_size,
-        check_done=check,
-        result=result,
-    )
+    if plan.first_uncleanable <= plan.first_dirty:
+        if not revisit_clean_section or plan.first_dirty <= log_.log_start_offset:
+            result.elapsed_s = time.monotonic() - started
+            return result
+        # Nothing is dirty, but tombstones in the clean section may have passed their
+        # delete horizon (KIP-534): rewrite the clean section with an empty key map, which
+        # keeps every keyed value and drops only what has expired.
+        offset_map.update_latest_offset(plan.first_dirty - 1)
+    else:
+        build_offset_map(
+            log_,
+            segments,
+            plan.first_dirty,
+            plan.first_uncleanable,
+            offset_map,
+            io_buffer_size=io_buffer_size,
+            check_done=check,
+            result=result,
+        )
     end_offset = offset_map.latest_offset + 1
-    if end_offset <= plan.first_dirty:
+    if end_offset <= plan.first_dirty and not revisit_clean_section:
         result.elapsed_s = time.monotonic() - started
         return result  # not even one batch fitted in the map
     producers = log_.producer_state.active_producers()
@@ -656,7 +674,7 @@ def clean_log(
         now_ms=now_ms,
         delete_retention_ms=log_.config.delete_retention_ms,
         last_batches={pid: (e.last_data_offset, e.producer_epoch) for pid, e in producers.items()},
-        upper_bound=plan.first_uncleanable,
+        upper_bound=max(plan.first_uncleanable, end_offset),
         result=result,
     )
     to_clean = [s for s in segments if s.base_offset < end_offset and s is not segments[-1]]
@@ -742,6 +760,9 @@ class LogCleaner:
         self._paused: dict[tuple[str, int], int] = {}  # pause depth
         self._aborting: set[tuple[str, int]] = set()
         self.uncleanable: set[tuple[str, int]] = set()
+        # (topic, partition) -> earliest delete horizon left by its last pass (in memory:
+        # after a restart the next dirty pass finds them again).
+        self._horizons: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
 
@@ -773,6 +794,7 @@ class LogCleaner:
             if self._checkpoints.pop((topic, partition), None) is not None:
                 self._write_checkpoints()
             self.uncleanable.discard((topic, partition))
+            self._horizons.pop((topic, partition), None)
 
     # -- pausing (truncation and deletion must not race a pass) --------------------------
 
@@ -801,8 +823,9 @@ class LogCleaner:
 
     # -- one pass ----------------------------------------------------------------------
 
-    def _grab_filthiest(self, now_ms: int) -> tuple[Any, CleanablePlan] | None:
+    def _grab_filthiest(self, now_ms: int) -> tuple[Any, CleanablePlan, bool] | None:
         candidates = []
+        expired_horizons = []
         for log_ in self._logs():
             if not _is_compacted(log_):
                 continue
@@ -824,13 +847,20 @@ class LogCleaner:
             ratio_ok = plan.dirty_ratio > log_.config.min_cleanable_dirty_ratio
             if plan.dirty_bytes > 0 and (ratio_ok or plan.needs_compaction_now):
                 candidates.append((plan.needs_compaction_now, plan.dirty_ratio, log_, plan))
+            else:
+                with self._lock:
+                    horizon = self._horizons.get(key)
+                if horizon is not None and horizon <= now_ms:
+                    expired_horizons.append((log_, plan))
         candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+        ordered = [(log_, plan, False) for _, _, log_, plan in candidates]
+        ordered += [(log_, plan, True) for log_, plan in expired_horizons]
         with self._lock:
-            for _, _, log_, plan in candidates:
+            for log_, plan, revisit in ordered:
                 key = (log_.topic, log_.partition)
                 if key not in self._in_progress and key not in self._paused:
                     self._in_progress.add(key)
-                    return log_, plan
+                    return log_, plan, revisit
         return None
 
     def _bound_for(self, log_: Any) -> int | None:
@@ -844,7 +874,7 @@ class LogCleaner:
         grabbed = self._grab_filthiest(now_ms)
         if grabbed is None:
             return []
-        log_, plan = grabbed
+        log_, plan, revisit = grabbed
         key = (log_.topic, log_.partition)
 
         def check_done() -> None:
@@ -860,6 +890,7 @@ class LogCleaner:
                 max_map_entries=self.max_map_entries,
                 io_buffer_size=self.io_buffer_size,
                 check_done=check_done,
+                revisit_clean_section=revisit,
             )
         except CleaningAbortedError as exc:
             log.info("%s", exc)
@@ -881,6 +912,10 @@ class LogCleaner:
         with self._lock:
             self._checkpoints[key] = result.end_offset
             self._write_checkpoints()
+            if result.earliest_delete_horizon_ms is None:
+                self._horizons.pop(key, None)
+            else:
+                self._horizons[key] = result.earliest_delete_horizon_ms
         log.info(
             "cleaned %s-%s [%d, %d): %d segments -> %d, %d -> %d bytes in %.3fs",
             result.topic,
