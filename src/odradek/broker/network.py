@@ -75,8 +75,10 @@ __all__ = [
 DEFAULT_MAX_REQUEST_SIZE = 104_857_600  # socket.request.max.bytes
 DEFAULT_MAX_IN_FLIGHT = 100
 DEFAULT_IDLE_MS = 600_000  # connections.max.idle.ms
-# Bytes copied through the transport when the socket is full during a sendfile.
+# Bytes read with pread per write when file regions are copied instead of sendfile'd.
 _COPY_CHUNK = 256 * 1024
+# Ready responses are joined into one write up to this size (fewer send() calls).
+_COALESCE_LIMIT = 256 * 1024
 # errno values meaning "sendfile cannot be used for this pair of descriptors".
 _SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK}
 
@@ -443,6 +445,25 @@ class _Connection(asyncio.Protocol):
                     return
                 if self._closed:
                     return
+                if isinstance(item, bytes):
+                    # Coalesce responses that are already encoded into one write: one
+                    # send() for a burst of pipelined small responses.
+                    batch = [item]
+                    size = len(item)
+                    while (
+                        size < _COALESCE_LIMIT
+                        and self._responses
+                        and isinstance(self._responses[0], bytes)
+                    ):
+                        following: bytes = self._responses.popleft()  # type: ignore[assignment]
+                        batch.append(following)
+                        size += len(following)
+                    if len(batch) > 1:
+                        item = b"".join(batch)
+                    await self._send(item)
+                    for _ in batch:
+                        self._request_done()
+                    continue
                 await self._send(item)
                 self._request_done()
         except Exception as exc:

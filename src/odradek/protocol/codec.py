@@ -65,6 +65,11 @@ def _reader(entity_type: type) -> Any:
     return entity_reader(entity_type)
 
 
+# kio resolves schema classes by dotted name on every call; these run per request.
+_request_type = cache(load_request_schema)
+_response_type = cache(load_response_schema)
+
+
 def _read_body(entity_type: type, payload: bytes | bytearray | memoryview, offset: int) -> Any:
     try:
         entity, _size = _reader(entity_type)(payload, offset)
@@ -116,7 +121,7 @@ def decode_request(
             header=header,
         )
     try:
-        request = _read_body(load_request_schema(api_key, api_version), payload, offset)
+        request = _read_body(_request_type(api_key, api_version), payload, offset)
     except Exception as exc:
         raise DecodeError(
             f"cannot decode {api_name(api_key)} v{api_version} request body: "
@@ -203,7 +208,7 @@ def decode_response(
     failure: Exception | None = None
     for version in versions_to_try:
         try:
-            response = _read_body(load_response_schema(api_key, version), payload, offset)
+            response = _read_body(_response_type(api_key, version), payload, offset)
             return correlation_id, response
         except Exception as exc:
             failure = exc
