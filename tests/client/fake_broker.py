@@ -557,7 +557,6 @@ class FakeCluster:
                     "value": value,
                     "read_only": res.resource_type != 2,
                     "config_source": 5 if default else 1,
-                    "is_default": default,
                     "is_sensitive": False,
                 }
                 for name, (value, default) in values.items()

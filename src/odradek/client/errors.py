@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 __all__ = [
@@ -47,6 +49,8 @@ class KafkaError(Exception):
             self.name = known.name.upper()
             self.retriable = bool(known.retriable)
         self.message = message
+        # For calls about many items (Admin): every failed item -> its error, this one included.
+        self.errors: dict[Any, KafkaError] = {}
         super().__init__(f"{self.name}: {message}" if message else self.name)
 
     def __reduce__(self) -> tuple[type[KafkaError], tuple[int, str | None]]:

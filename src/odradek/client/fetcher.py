@@ -55,6 +55,7 @@ __all__ = [
     "FetchedPartition",
     "filter_batches",
     "isolation_level_id",
+    "list_offsets",
 ]
 
 TopicPartition = tuple[str, int]
@@ -336,81 +337,14 @@ class Consumer:
     async def list_offsets(
         self, specs: dict[TopicPartition, int], *, isolation_level: int | None = None
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """ListOffsets for each (topic, partition) -> timestamp spec (-1 latest, -2 earliest,
-        -3 max timestamp, or a timestamp); returns (offset, timestamp) per partition.
-
-        Retries leader changes a few times; raises KafkaError for other per-partition errors.
-        """
-        level = self.isolation_level if isolation_level is None else isolation_level
-        result: dict[TopicPartition, tuple[int, int]] = {}
-        pending = dict(specs)
-        for attempt in range(5):
-            by_leader: dict[int, dict[TopicPartition, int]] = {}
-            failures: dict[TopicPartition, KafkaError] = {}
-            for tp, spec in pending.items():
-                try:
-                    leader = await self._client.leader_for(*tp)
-                except KafkaError as exc:
-                    failures[tp] = exc
-                    continue
-                by_leader.setdefault(leader, {})[tp] = spec
-            answers = await asyncio.gather(
-                *(self._list_offsets_on(node, part, level) for node, part in by_leader.items()),
-                return_exceptions=True,
-            )
-            for part, answer in zip(by_leader.values(), answers, strict=True):
-                if isinstance(answer, ClientError):
-                    failures.update(
-                        {tp: KafkaError(ErrorCode.network_exception, str(answer)) for tp in part}
-                    )
-                    continue
-                if isinstance(answer, BaseException):
-                    raise answer
-                for tp, (error, offset, timestamp) in answer.items():
-                    if error:
-                        if error in METADATA_REFRESH_ERRORS:
-                            self._client.mark_stale(tp[0])
-                        failures[tp] = KafkaError(error, f"ListOffsets for {tp[0]}-{tp[1]}")
-                    else:
-                        result[tp] = (offset, timestamp)
-            pending = {tp: pending[tp] for tp in failures}
-            if not pending:
-                return result
-            fatal = [e for e in failures.values() if not e.retriable]
-            if fatal or attempt == 4:
-                raise (fatal or list(failures.values()))[0]
-            await asyncio.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
-        return result
-
-    async def _list_offsets_on(
-        self, node: int, specs: dict[TopicPartition, int], isolation_level: int
-    ) -> dict[TopicPartition, tuple[int, int, int]]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), spec in specs.items():
-            topics.setdefault(topic, []).append(
-                {"partition_index": partition, "timestamp": spec, "current_leader_epoch": -1}
-            )
-        response = await self._client.request(
-            node,
-            LIST_OFFSETS,
-            lambda v: build_request(
-                LIST_OFFSETS,
-                v,
-                replica_id=-1,
-                isolation_level=isolation_level,
-                topics=[{"name": t, "partitions": p} for t, p in topics.items()],
-                timeout=self.request_timeout_ms,
-            ),
+        """ListOffsets for each (topic, partition) -> timestamp spec; see :func:`list_offsets`."""
+        return await list_offsets(
+            self._client,
+            specs,
+            isolation_level=self.isolation_level if isolation_level is None else isolation_level,
+            request_timeout_ms=self.request_timeout_ms,
+            retry_backoff_ms=self.retry_backoff_ms,
         )
-        out: dict[TopicPartition, tuple[int, int, int]] = {}
-        for topic in response.topics:
-            for part in topic.partitions:
-                out[(str(topic.name), int(part.partition_index))] = (
-                    int(part.error_code),
-                    int(part.offset),
-                    int(part.timestamp),
-                )
-        return out
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -683,3 +617,96 @@ class Consumer:
                 state.fetch_next = next_offset
             else:
                 state.position = next_offset  # only skipped batches (markers, aborted)
+
+
+async def list_offsets(
+    client: KafkaClient,
+    specs: dict[TopicPartition, int],
+    *,
+    isolation_level: int = READ_UNCOMMITTED,
+    request_timeout_ms: int = 30000,
+    retry_backoff_ms: int = 100,
+) -> dict[TopicPartition, tuple[int, int]]:
+    """ListOffsets: (topic, partition) -> timestamp spec (-1 latest, -2 earliest, -3 the record
+    with the largest timestamp, or a timestamp: the first offset at or after it) ->
+    (offset, timestamp) per partition, asking each partition's leader.
+
+    Leader changes are retried a few times; other per-partition errors raise KafkaError.
+    """
+    result: dict[TopicPartition, tuple[int, int]] = {}
+    pending = dict(specs)
+    for attempt in range(5):
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        failures: dict[TopicPartition, KafkaError] = {}
+        for tp, spec in pending.items():
+            try:
+                leader = await client.leader_for(*tp)
+            except KafkaError as exc:
+                failures[tp] = exc
+                continue
+            by_leader.setdefault(leader, {})[tp] = spec
+        answers = await asyncio.gather(
+            *(
+                _list_offsets_on(client, node, part, isolation_level, request_timeout_ms)
+                for node, part in by_leader.items()
+            ),
+            return_exceptions=True,
+        )
+        for part, answer in zip(by_leader.values(), answers, strict=True):
+            if isinstance(answer, ClientError):
+                failures.update(
+                    {tp: KafkaError(ErrorCode.network_exception, str(answer)) for tp in part}
+                )
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            for tp, (error, offset, timestamp) in answer.items():
+                if error:
+                    if error in METADATA_REFRESH_ERRORS:
+                        client.mark_stale(tp[0])
+                    failures[tp] = KafkaError(error, f"ListOffsets for {tp[0]}-{tp[1]}")
+                else:
+                    result[tp] = (offset, timestamp)
+        pending = {tp: pending[tp] for tp in failures}
+        if not pending:
+            return result
+        fatal = [e for e in failures.values() if not e.retriable]
+        if fatal or attempt == 4:
+            raise (fatal or list(failures.values()))[0]
+        await asyncio.sleep(retry_backoff_ms / 1000 * (attempt + 1))
+    return result
+
+
+async def _list_offsets_on(
+    client: KafkaClient,
+    node: int,
+    specs: dict[TopicPartition, int],
+    isolation_level: int,
+    request_timeout_ms: int,
+) -> dict[TopicPartition, tuple[int, int, int]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), spec in specs.items():
+        topics.setdefault(topic, []).append(
+            {"partition_index": partition, "timestamp": spec, "current_leader_epoch": -1}
+        )
+    response = await client.request(
+        node,
+        LIST_OFFSETS,
+        lambda v: build_request(
+            LIST_OFFSETS,
+            v,
+            replica_id=-1,
+            isolation_level=isolation_level,
+            topics=[{"name": t, "partitions": p} for t, p in topics.items()],
+            timeout=request_timeout_ms,
+        ),
+    )
+    out: dict[TopicPartition, tuple[int, int, int]] = {}
+    for topic in response.topics:
+        for part in topic.partitions:
+            out[(str(topic.name), int(part.partition_index))] = (
+                int(part.error_code),
+                int(part.offset),
+                int(part.timestamp),
+            )
+    return out
