@@ -413,8 +413,9 @@ class GroupMetadata:
             self.subscribed_topics = self._compute_subscribed_topics()
             self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         else:
+            # The protocol type stays (as in Kafka): an empty *consumer* group's offsets expire
+            # counting from when it became empty, unlike a simple consumer's.
             self.generation_id += 1
-            self.protocol_type = None
             self.protocol_name = None
             self.subscribed_topics = None
             self.transition_to(GroupState.EMPTY, now_ms)
