@@ -232,6 +232,11 @@ def consumer(bootstrap: str, **extra: object) -> Consumer:
         "fetch.max.bytes": 64 * MiB,
         "max.partition.fetch.bytes": 16 * MiB,
         "queued.max.messages.kbytes": 512 * 1024,
+        # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s by default) whenever
+        # more than queued.min.messages wait in its local queue: with fast fetches that
+        # pause, not the broker, would set the pace.
+        "queued.min.messages": 2_000_000,
+        "fetch.queue.backoff.ms": 1,
         "fetch.wait.max.ms": 100,
     }
     conf.update(extra)
@@ -323,25 +328,31 @@ def latency_at_rate(bootstrap: str, topic: str, rate: int, seconds: float) -> La
         seen = 0
         deadline = time.monotonic() + seconds + 60
         while seen < total and time.monotonic() < deadline:
-            for message in c.consume(num_messages=1000, timeout=0.05):
-                if message.error() is not None:
-                    continue
-                now = time.perf_counter()
-                result.samples_ms.append((now - float(message.value())) * 1000)
-                seen += 1
+            # poll(), not consume(n, timeout): consume waits for n messages or the whole
+            # timeout, which would add up to that timeout to every measurement.
+            message = c.poll(0.1)
+            if message is None or message.error() is not None:
+                continue
+            now = time.perf_counter()
+            result.samples_ms.append((now - float(message.value())) * 1000)
+            seen += 1
         done.set()
 
     reader = threading.Thread(target=consume_loop, name="latency-consumer")
     reader.start()
+    # Records are written in millisecond ticks (rate/1000 per tick) and the loop sleeps
+    # between ticks: a busy-wait would hold the GIL and delay the consumer thread, which
+    # would then measure Python's thread switching rather than the broker.
     interval = 1.0 / rate
     started = time.perf_counter()
-    for i in range(total):
-        due = started + i * interval
-        while (now := time.perf_counter()) < due:
-            if due - now > 0.0005:
-                time.sleep(due - now - 0.0003)
-        p.produce(topic, value=repr(time.perf_counter()).encode(), partition=0)
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - started) / interval) + 1)
+        while sent < due:
+            p.produce(topic, value=repr(time.perf_counter()).encode(), partition=0)
+            sent += 1
         p.poll(0)
+        time.sleep(0.001)
     p.flush(30)
     done.wait(seconds + 60)
     reader.join(5)

@@ -103,9 +103,9 @@ async def consume_records(
         assigned = [(topic, p) for p in partitions]
         consumer.assign(assigned)
         if start == "earliest":
-            await consumer.seek_to_beginning(assigned)
+            await consumer.seek_to_beginning(*assigned)
         elif start == "latest":
-            await consumer.seek_to_end(assigned)
+            await consumer.seek_to_end(*assigned)
         else:
             assert isinstance(start, int)
             for tp in assigned:

@@ -176,6 +176,9 @@ async def produce_lines(
                 while pending and pending[0][1].done():
                     settle(*pending.popleft())
         await producer.flush()
+        # Wait on the records themselves too: what counts is each record's own outcome.
+        if pending:
+            await asyncio.wait([future for _, future in pending])
         while pending:
             settle(*pending.popleft())
     out.flush()
