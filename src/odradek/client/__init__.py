@@ -1,1 +1,44 @@
+"""odradek's Kafka-protocol client: async core, producer, consumer, admin, blocking wrappers.
 
+Modules (import from them directly; this package re-exports the main names):
+
+* :mod:`~odradek.client.core` — :class:`KafkaClient`: connections and the metadata cache
+* :mod:`~odradek.client.connection` — one pipelined, version-negotiated broker connection
+* :mod:`~odradek.client.producer` — :class:`Producer` (batching, idempotence, retries)
+* :mod:`~odradek.client.fetcher` — :class:`Consumer` (assign, poll, fetch_raw, read_committed)
+* :mod:`~odradek.client.admin` — :class:`Admin` (topics, configs, offsets, records)
+* :mod:`~odradek.client.sync` — :class:`SyncProducer`, :class:`SyncConsumer`, :class:`SyncAdmin`
+* :mod:`~odradek.client.partitioner` — murmur2 and partition choice, as the Java client
+* :mod:`~odradek.client.errors` — :class:`KafkaError` (broker error codes), :class:`ClientError`
+"""
+
+from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
+from odradek.client.core import KafkaClient
+from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
+from odradek.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from odradek.client.producer import Producer, RecordMetadata
+from odradek.client.sync import SyncAdmin, SyncConsumer, SyncProducer
+
+__all__ = [
+    "Admin",
+    "BrokerInfo",
+    "ClientError",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "ConfigResource",
+    "Consumer",
+    "ConsumerRecord",
+    "FetchedPartition",
+    "KafkaClient",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "PartitionInfo",
+    "Producer",
+    "RecordMetadata",
+    "SyncAdmin",
+    "SyncConsumer",
+    "SyncProducer",
+    "TopicInfo",
+]
