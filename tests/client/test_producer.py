@@ -341,3 +341,21 @@ async def test_buffer_memory_blocks_then_times_out() -> None:
             await producer.flush()
             # Space came back when the first batch was acknowledged.
             await (await producer.send("t", b"x" * 600))
+
+
+@pytest.mark.parametrize("acks", ["all", 1])
+async def test_flush_waits_for_batches_already_in_flight(acks: str | int) -> None:
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+
+        async def slow(broker, api_key, version, request):
+            if api_key == PRODUCE:
+                await asyncio.sleep(0.2)
+            return None
+
+        cluster.intercept(slow)
+        async with Producer(cluster.bootstrap, acks=acks, linger_ms=0) as producer:
+            futures = [await producer.send("t", b"%d" % i) for i in range(3)]
+            await wait_until(lambda: bool(cluster.requests(PRODUCE)))  # on the wire
+            await producer.flush()
+            assert all(f.done() for f in futures)

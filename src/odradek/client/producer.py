@@ -257,6 +257,7 @@ class Producer:
         self._queues: dict[TopicPartition, collections.deque[_Batch]] = {}
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._in_flight_per_node: collections.Counter[int] = collections.Counter()
+        self._sent: set[_Batch] = set()  # batches on the wire, idempotent or not
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._sender: asyncio.Task[None] | None = None
         self._refresh_task: asyncio.Task[None] | None = None
@@ -425,7 +426,7 @@ class Producer:
         """Send every buffered record now and wait until each is acknowledged or failed."""
         self._check_open()
         futures = [f for queue in self._queues.values() for b in queue for f in b.futures]
-        futures += [f for s in self._states.values() for b in s.in_flight for f in b.futures]
+        futures += [f for b in self._sent for f in b.futures]
         if not futures:
             return
         self._flushing += 1
@@ -738,6 +739,7 @@ class Producer:
             self._prepare(batch)
             total += len(batch.encoded or b"")
             chosen.append(batch)
+            self._sent.add(batch)
         self._in_flight_per_node[node] += 1
         task = asyncio.get_running_loop().create_task(self._produce(node, chosen))
         self._request_tasks.add(task)
@@ -832,6 +834,7 @@ class Producer:
                 self._failed(batch, int(part.error_code), message, log_start, None)
 
     def _succeeded(self, batch: _Batch, base_offset: int, log_append_time_ms: int) -> None:
+        self._sent.discard(batch)
         if self.idempotent:
             state = self._state(batch.tp)
             with contextlib.suppress(ValueError):
@@ -875,6 +878,7 @@ class Producer:
         log_start_offset: int,
         retriable: bool | None,
     ) -> None:
+        self._sent.discard(batch)
         topic, partition = batch.tp
         state = self._state(batch.tp) if self.idempotent else None
         if state is not None:
