@@ -271,12 +271,6 @@ def test_bad_input_does_not_disturb_other_clients(
         consumer.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker bug: FrameDecoder.feed raises on the bad size prefix and drops the frames "
-    "it completed in the same read; _Connection.data_received then aborts without answering "
-    "them (Kafka answers requests in order and closes only at the bad frame)",
-)
 def test_requests_before_a_bad_frame_are_answered(bad_input_broker: BrokerProcess) -> None:
     with connect(bad_input_broker.port) as sock:
         good = frame(request_header(API_VERSIONS, 0, 1)) + frame(request_header(API_VERSIONS, 0, 2))

@@ -95,3 +95,12 @@ def test_tls_or_http_garbage_is_refused() -> None:
 def test_frame_prefixes_length() -> None:
     assert frame(b"xyz") == b"\x00\x00\x00\x03xyz"
     assert frame(memoryview(b"")) == b"\x00\x00\x00\x00"
+
+
+def test_frames_before_a_bad_size_in_the_same_read_are_returned_then_the_error() -> None:
+    decoder = FrameDecoder(max_frame_size=100)
+    frames = decoder.feed(frame(b"one") + frame(b"two") + b"\xff\xff\xff\xf9")
+    assert [bytes(f) for f in frames] == [b"one", b"two"]
+    assert isinstance(decoder.error, FrameTooLargeError)
+    with pytest.raises(FrameTooLargeError):
+        decoder.feed(b"more")

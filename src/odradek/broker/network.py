@@ -143,7 +143,7 @@ class _Connection(asyncio.Protocol):
         self._log = server.logger
         self._decoder = FrameDecoder(server.max_request_size)
         self._transport: asyncio.Transport | None = None
-        self._pending: deque[tuple[bytes | memoryview, float]] = deque()
+        self._pending: deque[tuple[bytes | memoryview | _Close, float]] = deque()
         self._pending_bytes = 0
         self._pending_wakeup = asyncio.Event()
         self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
@@ -210,6 +210,21 @@ class _Connection(asyncio.Protocol):
             self._pending.append((frame, now))
             self._pending_bytes += len(frame)
         self._in_flight += len(frames)
+        error = self._decoder.error
+        if error is not None:
+            # The bytes after the frames we got are not a frame: answer what came before
+            # (Kafka does), then close. Nothing more is read from this connection.
+            self._log.warning(
+                "closing connection %s from %s:%d after %d earlier requests: %s",
+                self.connection_id,
+                self.client_host,
+                self.client_port,
+                len(frames),
+                error,
+            )
+            self._pending.append((_Close(str(error)), now))
+            self._in_flight += 1
+            self.stop_reading()
         self.idle.clear()
         self._pending_wakeup.set()
         self._update_reading()
@@ -318,6 +333,10 @@ class _Connection(asyncio.Protocol):
                 self._pending_wakeup.clear()
                 await self._pending_wakeup.wait()
             frame, received_at = self._pending.popleft()
+            if isinstance(frame, _Close):
+                self._responses.append(frame)
+                self._responses_wakeup.set()
+                return
             self._pending_bytes -= len(frame)
             try:
                 outgoing = await self._handle_frame(frame, received_at)

@@ -49,7 +49,9 @@ class FrameDecoder:
     """Splits a byte stream into frames; bounded by ``max_frame_size`` per frame.
 
     After a ``FrameTooLargeError`` the decoder is poisoned: every later ``feed`` raises
-    the same error, because the stream position is lost.
+    the same error, because the stream position is lost. A ``feed`` that completed frames
+    before reaching the bad size prefix returns those frames instead of raising (the
+    caller answers them, as Kafka does, then sees :attr:`error` and closes).
     """
 
     __slots__ = ("_buffer", "_error", "_expected", "max_frame_size")
@@ -63,6 +65,11 @@ class FrameDecoder:
         # while the size prefix itself is incomplete.
         self._expected = -1
         self._error: FrameTooLargeError | None = None
+
+    @property
+    def error(self) -> FrameTooLargeError | None:
+        """The error that poisoned the stream, if any."""
+        return self._error
 
     @property
     def buffered(self) -> int:
@@ -84,6 +91,16 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         frames: list[memoryview | bytes] = []
+        try:
+            return self._feed(data, frames)
+        except FrameTooLargeError:
+            if frames:
+                return frames  # error stays set: the next feed raises it
+            raise
+
+    def _feed(
+        self, data: bytes | bytearray | memoryview, frames: list[memoryview | bytes]
+    ) -> list[memoryview | bytes]:
         if not data:
             return frames
         view = memoryview(data)
