@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 from odradek.client.errors import ClientError, KafkaError
 from odradek.records.batch import Record
 from odradek.spark.columnar import AbortedTransaction, decode_fetch
-from odradek.spark.options import SinkOptions, SourceOptions
+from odradek.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
 from odradek.spark.partitioning import partitions_for_keys
 from odradek.spark.planning import DataLossError, report_data_loss
 from odradek.spark.schema import SinkColumns
@@ -76,8 +76,8 @@ class ClusterOffsets:
     """The :class:`odradek.spark.planning.ClusterView` of one query, backed by the client."""
 
     def __init__(self, options: SourceOptions) -> None:
-        from odradek.client.admin import Admin
         from odradek.client.core import KafkaClient
+        from odradek.client.fetcher import Consumer
 
         self.options = options
         self._loop = _Loop()
@@ -86,7 +86,8 @@ class ClusterOffsets:
             client_id=options.client_id,
             request_timeout_ms=options.request_timeout_ms,
         )
-        self._admin = Admin(self._client)
+        # ListOffsets is a consumer's request (Spark's KafkaOffsetReader used a consumer too).
+        self._consumer = Consumer(self._client, isolation_level=options.isolation_level)
         self._closed = False
 
     def __enter__(self) -> ClusterOffsets:
@@ -111,9 +112,14 @@ class ClusterOffsets:
 
     def _call(self, make: Any, what: str) -> Any:
         """Run ``make()`` (a coroutine factory), retrying transient errors a few times."""
+
+        async def started() -> Any:
+            await self._consumer.start()  # connects once; a no-op afterwards
+            return await make()
+
         for attempt in range(OFFSET_RETRIES + 1):
             try:
-                return self._loop.run(make())
+                return self._loop.run(started())
             except (ClientError, KafkaError) as exc:
                 if attempt == OFFSET_RETRIES or not _retriable(exc):
                     raise ClientError(
@@ -145,23 +151,20 @@ class ClusterOffsets:
         return sorted(result)
 
     def _list_offsets(
-        self, specs: Mapping[TopicPartition, str | int], what: str
+        self, specs: Mapping[TopicPartition, int], what: str
     ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets; a spec is -2 (earliest), -1 (latest) or a timestamp in ms."""
         if not specs:
             return {}
-        return self._call(
-            lambda: self._admin.list_offsets(
-                dict(specs), isolation_level=self.options.isolation_level
-            ),
-            what,
-        )
+        return self._call(lambda: self._consumer.list_offsets(dict(specs)), what)
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._list_offsets(dict.fromkeys(partitions, "earliest"), "list earliest offsets")
+        found = self._list_offsets(dict.fromkeys(partitions, EARLIEST), "list earliest offsets")
         return {tp: offset for tp, (offset, _) in found.items()}
 
     def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._list_offsets(dict.fromkeys(partitions, "latest"), "list latest offsets")
+        # With read_committed the broker answers the last stable offset.
+        found = self._list_offsets(dict.fromkeys(partitions, LATEST), "list latest offsets")
         return {tp: offset for tp, (offset, _) in found.items()}
 
     def offsets_for_times(
@@ -188,10 +191,13 @@ def read_range(
         fetch_max_bytes=options.fetch_max_bytes,
         max_partition_fetch_bytes=options.max_partition_fetch_bytes,
         isolation_level=options.isolation_level,
+        request_timeout_ms=options.request_timeout_ms,
+        client_id=options.client_id,
     )
     read_committed = options.isolation_level == "read_committed"
     where = f"{topic}-{partition}"
     try:
+        loop.run(consumer.start())
         position = from_offset
         deadline = time.monotonic() + options.poll_timeout_ms / 1000
         while position < until_offset:
