@@ -29,6 +29,7 @@ flush run outside it so an append never waits for the disk.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import shutil
@@ -89,7 +90,6 @@ from odradek.storage.segment import (
     TXN_INDEX_SUFFIX,
     BatchEntry,
     LogSegment,
-    parse_base_offset,
 )
 from odradek.storage.txn_index import AbortedTxn
 
@@ -102,6 +102,10 @@ MAX_TIMESTAMP = -3  # KIP-734
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: no tiered storage here, so same as earliest
 
 NO_TIMESTAMP = -1
+
+_INDEX_SUFFIXES = frozenset((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+_SWAP_LOG_SUFFIX = LOG_SUFFIX + SWAP_SUFFIX
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 _CODEC_BY_NAME = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _MAX_TIMESTAMP_FIELD = struct.Struct(">q")
@@ -268,8 +272,7 @@ class Log:
         leo = self._log_end_offset
         self.log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), leo)
         self.recovery_point = min(recovery_point, leo) if not clean_shutdown else leo
-        self.leader_epoch_cache.truncate_from_end(leo)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._truncate_epochs(leo, self.log_start_offset)
         self.producer_state.load(self.log_start_offset, leo)
         if self.producer_state.map_end_offset > recover_from:
             # Crash: the transaction index of recovered segments may miss aborts, so the
@@ -277,27 +280,40 @@ class Log:
             self.producer_state.truncate_and_reload(self.log_start_offset, recover_from)
         self._replay_producer_state(recover_from)
 
+    def _truncate_epochs(self, end_offset: int, start_offset: int) -> None:
+        """Drop epoch entries outside the log; only when some are (each change fsyncs)."""
+        cache = self.leader_epoch_cache
+        latest = cache.latest_entry()
+        if latest is not None and latest[1] >= end_offset:
+            cache.truncate_from_end(end_offset)
+        earliest = cache.earliest_entry()
+        if earliest is not None and earliest[1] < start_offset:
+            cache.truncate_from_start(start_offset)
+
     def _clean_directory(self, now_ms: int) -> list[int]:
-        """Finish or undo interrupted operations; return the segment base offsets."""
-        names = os.listdir(self.directory)
+        """Finish or undo interrupted operations; return the segment base offsets.
+
+        Runs on every open, once per file of the directory: kept to string slicing."""
+        directory = str(self.directory)
         logs: set[int] = set()
         swaps: list[int] = []
         indexes: list[tuple[int, str]] = []
-        for name in names:
-            base = parse_base_offset(name)
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or (
-                name.endswith(".tmp") and base is not None
-            ):
-                # A deletion that was pending, or a compaction that never reached .swap.
-                (self.directory / name).unlink(missing_ok=True)
-            elif base is None:
-                continue
-            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                swaps.append(base)
-            elif name.endswith(LOG_SUFFIX):
-                logs.add(base)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
-                indexes.append((base, name))
+        for name in os.listdir(directory):
+            stem = name[:20]
+            if len(name) <= 20 or name[20] != "." or not stem.isdigit():
+                continue  # not a segment file (checkpoints, partition.metadata, ...)
+            suffix = name[20:]
+            if suffix == LOG_SUFFIX:
+                logs.add(int(stem))
+            elif suffix in _INDEX_SUFFIXES:
+                indexes.append((int(stem), name))
+            elif suffix == _SWAP_LOG_SUFFIX:
+                swaps.append(int(stem))
+            elif suffix.endswith(_LEFTOVER_SUFFIXES):
+                # A deletion that was pending, a compaction that never reached .swap, or
+                # a temporary file of an interrupted atomic write.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, name))
         for base in sorted(swaps):
             self._complete_swap(base, logs, now_ms)
         for base, name in indexes:
@@ -859,7 +875,11 @@ class Log:
                         max_position = bound[0]
                 if max_position <= start:
                     break
-                end = segment.batch_end_at_or_before(min(max_position, start + remaining), start)
+                limit = min(max_position, start + remaining)
+                if first_header is not None and start + first_header.size > limit:
+                    end = start  # the first batch alone is over the limit: no scan needed
+                else:
+                    end = segment.batch_end_at_or_before(limit, start)
                 if end == start:
                     if first_header is None or not min_one_batch:
                         break
@@ -1044,7 +1064,7 @@ class Log:
 
     def _set_log_start_offset(self, offset: int) -> None:
         self.log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
+        self._truncate_epochs(self._log_end_offset, offset)
         self.producer_state.on_log_start_offset_incremented(offset)
 
     def _delete_segments(self, segments: list[LogSegment], now_ms: int) -> None:

@@ -57,7 +57,7 @@ SWAP_SUFFIX = ".swap"
 
 # Header scans read this much at a time: many small batches per read, and only a few
 # wasted bytes per read when batches are large.
-_SCAN_CHUNK = 16384
+_SCAN_CHUNK = 8192
 # Recovery reads (and CRC-checks) this much at a time.
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 
@@ -81,6 +81,30 @@ def parse_base_offset(name: str) -> int | None:
 class LogSegment:
     """The files of one segment and the per-segment state derived from them."""
 
+    __slots__ = (
+        "_file",
+        "_first_timestamp",
+        "_first_timestamp_loaded",
+        "_index_bytes",
+        "_indexes_checked",
+        "_log_dirty",
+        "_log_path",
+        "_max_timestamp",
+        "_offset_index",
+        "_offset_of_max_timestamp",
+        "_size",
+        "_time_index",
+        "_txn_index",
+        "base_offset",
+        "bytes_since_last_index_entry",
+        "closed",
+        "config",
+        "created_ms",
+        "directory",
+        "file_suffix",
+        "roll_jitter_ms",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -91,11 +115,16 @@ class LogSegment:
         file_suffix: str = "",
         create: bool = False,
     ) -> None:
-        self.directory = Path(directory)
+        # Opening a log constructs one LogSegment per segment file, so this must not
+        # touch the disk or even build paths: everything is derived on first use.
+        self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.base_offset = base_offset
         self.config = config
         self.file_suffix = file_suffix
-        self.log_path = self._path(LOG_SUFFIX)
+        self._index_bytes = config.segment_index_bytes
+        self._log_path: Path | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
         self._file: SharedFile | None = None
         if create:
             self._file = SharedFile(
@@ -103,13 +132,7 @@ class LogSegment:
             )
             self._size: int | None = 0
         else:
-            self._size = None  # stat lazily: opening a log must not touch every segment
-        self.offset_index = OffsetIndex(
-            self._path(INDEX_SUFFIX), base_offset, config.segment_index_bytes
-        )
-        self.time_index = TimeIndex(
-            self._path(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
-        )
+            self._size = None
         self._txn_index: TransactionIndex | None = None
         self._indexes_checked = create
         self.created_ms = now_ms
@@ -127,6 +150,28 @@ class LogSegment:
 
     def _path(self, kind: str) -> Path:
         return self.directory / file_name(self.base_offset, kind + self.file_suffix)
+
+    @property
+    def log_path(self) -> Path:
+        if self._log_path is None:
+            self._log_path = self._path(LOG_SUFFIX)
+        return self._log_path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(
+                self._path(INDEX_SUFFIX), self.base_offset, self._index_bytes
+            )
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(
+                self._path(TIME_INDEX_SUFFIX), self.base_offset, self._index_bytes
+            )
+        return self._time_index
 
     @classmethod
     def create(
@@ -551,31 +596,33 @@ class LogSegment:
         if shared is not None and self._log_dirty and not shared.closed:
             self._log_dirty = False
             os.fsync(shared.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        if self._txn_index is not None:
-            self._txn_index.flush()
+        for index in (self._offset_index, self._time_index, self._txn_index):
+            if index is not None:
+                index.flush()
 
     def change_file_suffix(self, new_suffix: str) -> None:
         """Rename every file of the segment to carry ``new_suffix`` (open handles stay valid)."""
         old_log = self.log_path
+        offset_index, time_index, txn_index = self.offset_index, self.time_index, self.txn_index
         self.file_suffix = new_suffix
-        self.log_path = self._path(LOG_SUFFIX)
+        self._log_path = self._path(LOG_SUFFIX)
         if old_log.exists():
             os.replace(old_log, self.log_path)
         if self._file is not None:
             self._file.path = self.log_path
-        self.offset_index.rename_to(self._path(INDEX_SUFFIX))
-        self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
-        self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))
+        offset_index.rename_to(self._path(INDEX_SUFFIX))
+        time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
+        txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))
 
     def close(self) -> None:
         """Release the files. Regions still in flight keep the log descriptor open."""
         if self.closed:
             return
         self.on_become_inactive()
-        self.offset_index.close()
-        self.time_index.close()
+        if self._offset_index is not None:
+            self._offset_index.close()
+        if self._time_index is not None:
+            self._time_index.close()
         if self._txn_index is not None:
             self._txn_index.close()
         self._file = None
