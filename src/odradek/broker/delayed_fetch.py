@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from odradek.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-from odradek.broker.timing_wheel import Timer, TimerDriver
+from odradek.broker.timing_wheel import Timer
 
 
 class DelayedFetch(DelayedOperation):
@@ -35,23 +35,16 @@ class DelayedFetch(DelayedOperation):
 
 
 class FetchWaiters:
-    """The broker's fetch purgatory and the task that drives its timing wheel."""
+    """The broker's fetch purgatory; the server's TimerDriver advances its timer."""
 
-    def __init__(self) -> None:
-        self.timer = Timer()
-        self.purgatory = DelayedOperationPurgatory("Fetch", self.timer)
-        self._driver: TimerDriver | None = None
+    def __init__(self, timer: Timer) -> None:
+        self.timer = timer
+        self.purgatory = DelayedOperationPurgatory("Fetch", timer)
         self._waiting: set[DelayedFetch] = set()
-
-    def _ensure_driver(self) -> None:
-        if self._driver is None:
-            self._driver = TimerDriver(self.timer)
-            self._driver.start()
 
     async def wait(
         self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
     ) -> None:
-        self._ensure_driver()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(max_wait_ms, ready, done)
         if self.purgatory.try_complete_else_watch(operation, keys):
@@ -66,11 +59,8 @@ class FetchWaiters:
         """Data arrived in a partition: complete the fetches it satisfies."""
         self.purgatory.check_and_complete((topic, partition))
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """At shutdown: answer every waiting fetch now with what there is."""
         for operation in list(self._waiting):
             operation.force_complete()
         self.purgatory.shutdown()
-        if self._driver is not None:
-            self._driver.stop()
-            await self._driver.wait_stopped()

@@ -25,10 +25,15 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.delayed_fetch import FetchWaiters
+from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import admin, configs, fetch, metadata, produce
 from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
+from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
+from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore, TopicMetadata
@@ -72,7 +77,11 @@ class KafkaServer:
         self._background: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
-        self.fetch_waiters = FetchWaiters()
+        # One hierarchical timing wheel for every delayed operation of this broker (fetches,
+        # group joins, syncs and sessions), advanced by one task on the event loop.
+        self.timer = Timer()
+        self._timer_driver: TimerDriver | None = None
+        self.fetch_waiters = FetchWaiters(self.timer)
         # Filled in by start():
         self.log_manager: LogManager
         self.metadata: MetadataStore
@@ -134,6 +143,9 @@ class KafkaServer:
             len(self.replica_manager.partitions()),
             time.monotonic() - started,
         )
+        self._timer_driver = TimerDriver(self.timer)
+        self._timer_driver.start()
+        self._start_group_coordinator()
         self.network = NetworkServer(
             self,
             host,
@@ -166,10 +178,14 @@ class KafkaServer:
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        try:
-            await self.fetch_waiters.close()
-        except Exception:  # never let one step keep the logs from a clean close
-            log.exception("closing the fetch purgatory failed")
+        try:  # never let one step keep the logs from a clean close
+            self.fetch_waiters.close()
+            await self.group_coordinator.shutdown()
+            if self._timer_driver is not None:
+                self._timer_driver.stop()
+                await self._timer_driver.wait_stopped()
+        except Exception:
+            log.exception("stopping the purgatories failed")
         loop = asyncio.get_running_loop()
         if self.cleaner is not None:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
@@ -186,6 +202,55 @@ class KafkaServer:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await self.shutdown()
+
+    # Consumer groups ----------------------------------------------------------------------
+
+    def _start_group_coordinator(self) -> None:
+        self.offsets_topic = OffsetsTopic(self)
+        self.group_coordinator = GroupCoordinator(
+            self.offsets_topic,
+            self.timer,
+            GroupConfig.from_broker_config(self.config.get),
+        )
+        self.group_coordinator.startup()
+        self.group_handlers = GroupHandlers(
+            self.group_coordinator,
+            coordinator_node=self._coordinator_node,
+            partition_exists=lambda topic, p: self.replica_manager.partition(topic, p) is not None,
+        )
+        for api_key, handler in self.group_handlers.handlers().items():
+            self._handlers[api_key] = _unbound(handler)
+        if self.offsets_topic.exists():
+            self.offsets_topic.ensure_created()  # learns the existing partition count
+            self._load_offsets_partitions()
+
+    def _load_offsets_partitions(self) -> None:
+        """Become coordinator for every offsets partition led here; each loads in the
+        background and answers COORDINATOR_LOAD_IN_PROGRESS until it is done."""
+        for index in range(self.offsets_topic.num_partitions):
+            if self.offsets_topic.is_local_leader(index):
+                self._spawn(self.group_coordinator.load_partition(index), f"load-offsets-{index}")
+
+    def _spawn(self, coroutine: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(coroutine)
+        task.set_name(name)
+        self._background.append(task)
+
+    async def _coordinator_node(self, partition: int) -> tuple[int, str, int] | None:
+        # First use creates __consumer_offsets, as Kafka does; its partitions are empty,
+        # so becoming their coordinator is immediate.
+        if not self.offsets_topic.exists() and self.offsets_topic.ensure_created():
+            for index in range(self.offsets_topic.num_partitions):
+                if self.offsets_topic.is_local_leader(index):
+                    await self.group_coordinator.load_partition(index)
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        if topic is None or partition not in topic.partitions:
+            return None
+        leader = topic.partitions[partition].leader
+        for broker in self.metadata.brokers():
+            if broker.node_id == leader:
+                return broker.node_id, broker.host, broker.port
+        return None
 
     # Background jobs ------------------------------------------------------------------
 
@@ -288,6 +353,15 @@ class KafkaServer:
         return ChunkedResponse(
             encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
         )
+
+
+def _unbound(handler: Callable[[Any, Any], Awaitable[Any]]) -> Handler:
+    """Adapt a handler bound to its own object to the server's (server, ctx, request)."""
+
+    async def call(_server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+        return await handler(ctx, request)
+
+    return call
 
 
 def _static_defaults(config: BrokerConfig):  # type: ignore[no-untyped-def]
