@@ -359,3 +359,22 @@ async def test_flush_waits_for_batches_already_in_flight(acks: str | int) -> Non
             await wait_until(lambda: bool(cluster.requests(PRODUCE)))  # on the wire
             await producer.flush()
             assert all(f.done() for f in futures)
+
+
+async def test_epoch_overflow_gets_a_new_producer_id() -> None:
+    async with FakeCluster() as cluster:
+        cluster.unknown_producer_error = True
+        part = cluster.create_topic("t")[0]
+        async with Producer(cluster.bootstrap, linger_ms=0, retry_backoff_ms=10) as producer:
+            producer.producer_epoch = 32767  # as if bumped that often already
+            await producer.send_and_wait("t", b"a")
+            part.log_start_offset = part.next_offset
+            part.producers.clear()
+            await producer.send_and_wait("t", b"b")
+            assert (producer.producer_id, producer.producer_epoch) == (1001, 0)
+        headers = stored_headers(cluster, "t")
+        assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
+            (1000, 32767, 0),
+            (1001, 0, 0),
+        ]
+        assert len(cluster.requests(INIT_PRODUCER_ID)) == 2

@@ -126,6 +126,7 @@ class KafkaClient:
         self._stale_topics: set[str] = set()
         self._refresh_lock = asyncio.Lock()
         self._refresh_count = 0
+        self._generation = 0  # bumped on every metadata change or mark_stale
         self._started = False
         self._closed = False
 
@@ -305,8 +306,15 @@ class KafkaClient:
 
     # -- metadata ------------------------------------------------------------------------------
 
+    @property
+    def metadata_generation(self) -> int:
+        """Changes whenever cached metadata changes or is marked stale: a cheap way for hot
+        paths (the producer's send) to know their own derived caches are still valid."""
+        return self._generation
+
     def mark_stale(self, topic: str | None = None) -> None:
         """Forget that ``topic``'s (or every topic's) cached metadata is current."""
+        self._generation += 1
         if topic is None:
             self._stale_topics.update(self._cluster.topics)
             self._all_topics_fetched_at = None
@@ -404,6 +412,7 @@ class KafkaClient:
                 self._topic_fetched_at[name] = now
                 self._stale_topics.discard(name)
         self._cluster = cluster
+        self._generation += 1
 
     async def topic(self, topic: str, *, allow_auto_create: bool = False) -> TopicInfo:
         """Cached-or-fetched info for ``topic``; raises KafkaError for the topic's error."""

@@ -112,6 +112,7 @@ class _Batch:
         "base_sequence",
         "closed",
         "created",
+        "done",
         "encoded",
         "futures",
         "producer_epoch",
@@ -137,6 +138,8 @@ class _Batch:
         self.base_sequence = -1
         self.sequence_reset = False
         self.encoded: bytearray | None = None
+        # Resolved when every record's future is; flush() waits on these, one per batch.
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     @property
     def has_sequence(self) -> bool:
@@ -146,6 +149,8 @@ class _Batch:
         for future in self.futures:
             if not future.done():
                 future.set_exception(error)
+        if not self.done.done():
+            self.done.set_result(None)
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         topic, partition = self.tp
@@ -155,6 +160,8 @@ class _Batch:
             offset = base_offset + index if base_offset >= 0 else -1
             timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp_ms
             future.set_result(RecordMetadata(topic, partition, offset, int(timestamp or -1)))
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 class _PartitionState:
@@ -258,6 +265,8 @@ class Producer:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._in_flight_per_node: collections.Counter[int] = collections.Counter()
         self._sent: set[_Batch] = set()  # batches on the wire, idempotent or not
+        # topic -> (client metadata generation, all partitions, partitions with a leader)
+        self._topic_cache: dict[str, tuple[int, list[int], list[int]]] = {}
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._sender: asyncio.Task[None] | None = None
         self._refresh_task: asyncio.Task[None] | None = None
@@ -271,6 +280,7 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._bump_requested = False
+        self._fatal: ClientError | None = None
 
     @property
     def client(self) -> KafkaClient:
@@ -357,12 +367,24 @@ class Producer:
         ``max_block_ms``, ValueError/TypeError for malformed arguments.
         """
         self._check_open()
-        record = self._make_record(value, key, headers, timestamp_ms)
-        size = _record_size(record)
+        if (
+            type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and not headers
+            and timestamp_ms is None
+        ):
+            # The common case, without the general path's checks and copies.
+            record = Record(value, key, (), int(time.time() * 1000))
+            size = _RECORD_OVERHEAD + len(value) + (len(key) if key is not None else 0)
+        else:
+            record = self._make_record(value, key, headers, timestamp_ms)
+            size = _record_size(record)
         self._check_size(size + _BATCH_OVERHEAD)
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        partition = await self._choose_partition(topic, key, partition, deadline)
-        await self._reserve(size, deadline)
+        partition = await self._choose_partition(topic, key, partition)
+        if self._buffered + size <= self.buffer_memory:
+            self._buffered += size
+        else:
+            await self._reserve(size, time.monotonic() + self.max_block_ms / 1000)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         self._append(topic, partition, record, size, future)
         return future
@@ -404,9 +426,8 @@ class Producer:
         ]
         size = _BATCH_OVERHEAD + sum(_record_size(r) for r in copies)
         self._check_size(size)
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        partition = await self._choose_partition(topic, None, partition, deadline)
-        await self._reserve(size - _BATCH_OVERHEAD, deadline)
+        partition = await self._choose_partition(topic, None, partition)
+        await self._reserve(size - _BATCH_OVERHEAD, time.monotonic() + self.max_block_ms / 1000)
         tp = (topic, partition)
         queue = self._queues.setdefault(tp, collections.deque())
         if queue and not queue[-1].closed:
@@ -425,8 +446,8 @@ class Producer:
     async def flush(self) -> None:
         """Send every buffered record now and wait until each is acknowledged or failed."""
         self._check_open()
-        futures = [f for queue in self._queues.values() for b in queue for f in b.futures]
-        futures += [f for b in self._sent for f in b.futures]
+        futures = [b.done for queue in self._queues.values() for b in queue]
+        futures += [b.done for b in self._sent]
         if not futures:
             return
         self._flushing += 1
@@ -439,6 +460,8 @@ class Producer:
     # -- accumulator ---------------------------------------------------------------------------
 
     def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._closing or self._closed:
             raise ClientError("producer is closed")
         if not self._started:
@@ -474,6 +497,8 @@ class Producer:
         )
 
     def _check_size(self, size: int) -> None:
+        if size <= self.max_request_size and size <= self.buffer_memory:
+            return
         if size > self.max_request_size:
             raise KafkaError(
                 ErrorCode.message_too_large,
@@ -485,11 +510,27 @@ class Producer:
                 f"the record is {size} bytes, more than buffer_memory={self.buffer_memory}",
             )
 
-    async def _choose_partition(
-        self, topic: str, key: bytes | None, partition: int | None, deadline: float
-    ) -> int:
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic must be a non-empty string, not {topic!r}")
+    async def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
+        cached = self._topic_cache.get(topic)
+        if cached is not None and cached[0] == self._client.metadata_generation:
+            _, all_partitions, available = cached
+        else:
+            if not isinstance(topic, str) or not topic:
+                raise ValueError(f"topic must be a non-empty string, not {topic!r}")
+            deadline = time.monotonic() + self.max_block_ms / 1000
+            all_partitions, available = await self._partitions_of(topic, deadline)
+        if partition is not None:
+            if not isinstance(partition, int) or not 0 <= partition < len(all_partitions):
+                raise ValueError(
+                    f"partition {partition!r} is not in the range [0, {len(all_partitions)}) "
+                    f"of topic {topic!r}"
+                )
+            return partition
+        return self.partitioner.partition(topic, key, all_partitions, available)
+
+    async def _partitions_of(self, topic: str, deadline: float) -> tuple[list[int], list[int]]:
+        """(all partitions, partitions with a leader) of ``topic``, waiting for its metadata."""
+        generation = self._client.metadata_generation
         info = self._client.cached_topic(topic)
         while info is None:
             try:
@@ -503,15 +544,11 @@ class Producer:
                         f"{self.max_block_ms} ms ({exc})"
                     ) from None
                 await asyncio.sleep(self.retry_backoff_ms / 1000)
+            generation = self._client.metadata_generation
         all_partitions = sorted(info.partitions)
-        if partition is not None:
-            if not isinstance(partition, int) or partition not in info.partitions:
-                raise ValueError(
-                    f"partition {partition!r} is not in the range [0, {len(all_partitions)}) "
-                    f"of topic {topic!r}"
-                )
-            return partition
-        return self.partitioner.partition(topic, key, all_partitions, info.available_partitions())
+        available = info.available_partitions()
+        self._topic_cache[topic] = (generation, all_partitions, available)
+        return all_partitions, available
 
     async def _reserve(self, size: int, deadline: float) -> None:
         """Back-pressure: wait (up to max_block_ms) until buffer_memory has room for ``size``."""
@@ -610,11 +647,12 @@ class Producer:
         if not self._bump_requested:
             return
         self._bump_requested = False
-        if self.producer_epoch < MAX_EPOCH:
+        if 0 <= self.producer_epoch < MAX_EPOCH:
             # Brokers accept a higher epoch of the same producer id starting at sequence 0.
             self.producer_epoch += 1
             log.info("bumped producer epoch to %d", self.producer_epoch)
         else:
+            self.producer_id = self.producer_epoch = -1  # nothing is sent until a new id comes
             await self._init_producer_id()
 
     @staticmethod
@@ -651,12 +689,34 @@ class Producer:
         return any(self._queues.values()) or bool(self._request_tasks)
 
     async def _run_sender(self) -> None:
+        try:
+            await self._sender_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A bug or an unrecoverable state: fail loudly instead of leaving futures pending.
+            log.exception("producer sender task failed")
+            self._fatal = ClientError(f"the producer failed and cannot send any more: {exc}")
+            for queue in self._queues.values():
+                for batch in queue:
+                    batch.fail(self._fatal)
+                    self._release(batch)
+            self._queues.clear()
+
+    async def _sender_loop(self) -> None:
         while True:
             self._wakeup.clear()
             now = time.monotonic()
             self._expire_batches(now)
             if self.idempotent:
-                await self._maybe_bump_epoch()
+                try:
+                    await self._maybe_bump_epoch()
+                except (KafkaError, ClientError) as exc:
+                    # InitProducerId failed after an epoch overflow: try again shortly.
+                    log.warning("could not get a new producer id: %s", exc)
+                    self._bump_requested = True
+                    await asyncio.sleep(self.retry_backoff_ms / 1000)
+                    continue
             wait, sent = self._drain(now)
             if self._closing and not self._pending_work():
                 return
