@@ -378,3 +378,33 @@ async def test_epoch_overflow_gets_a_new_producer_id() -> None:
             (1001, 0, 0),
         ]
         assert len(cluster.requests(INIT_PRODUCER_ID)) == 2
+
+
+async def test_unknown_topic_answer_refreshes_metadata_then_succeeds() -> None:
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        answered = []
+
+        def unknown_once(broker, api_key, version, request):
+            if api_key == PRODUCE and not answered:
+                answered.append(True)
+                return {
+                    "responses": [
+                        {
+                            "name": "t",
+                            "partition_responses": [
+                                {"index": 0, "error_code": ErrorCode.unknown_topic_or_partition}
+                            ],
+                        }
+                    ]
+                }
+            return None
+
+        cluster.intercept(unknown_once)
+        async with Producer(cluster.bootstrap, linger_ms=0, retry_backoff_ms=10) as producer:
+            await producer.client.metadata(["t"])  # cached: the send itself needs none
+            metadata_before = len(cluster.requests(3))
+            md = await producer.send_and_wait("t", b"v")
+            assert md.offset == 0
+            assert len(cluster.requests(3)) == metadata_before + 1  # the refresh before retrying
+        assert cluster.all_values("t", 0) == [b"v"]
