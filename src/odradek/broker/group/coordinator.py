@@ -842,7 +842,8 @@ class GroupCoordinator:
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
 
     def _try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
-        if group.has_all_members_joined():
+        # A dead group (unloaded, deleted) has nothing left to wait for.
+        if group.state is GroupState.DEAD or group.has_all_members_joined():
             return force_complete()
         return False
 
