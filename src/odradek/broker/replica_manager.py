@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     DuplicateSequenceError,
+    InconsistentTopicIdError,
     OffsetOutOfRangeError,
     StorageError,
 )
@@ -71,7 +73,8 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.isr: set[int] = set()
         self.leader_id: int = -1
-        self._high_watermark = log.log_end_offset
+        self._high_watermark = -1
+        self._set_high_watermark(log.log_end_offset)
 
     @property
     def high_watermark(self) -> int:
@@ -85,12 +88,19 @@ class Partition:
                 candidates.append(leo)
         new_hw = min(candidates)
         if new_hw > self._high_watermark:
-            self._high_watermark = new_hw
+            self._set_high_watermark(new_hw)
             return True
         return False
 
     def reset_high_watermark(self, value: int) -> None:
-        self._high_watermark = max(self.log.log_start_offset, min(value, self.log.log_end_offset))
+        self._set_high_watermark(
+            max(self.log.log_start_offset, min(value, self.log.log_end_offset))
+        )
+
+    def _set_high_watermark(self, value: int) -> None:
+        self._high_watermark = value
+        # The log bounds retention, DeleteRecords and compaction by it.
+        self.log.high_watermark = value
 
     @property
     def last_stable_offset(self) -> int:
@@ -127,7 +137,13 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     def become_leader(
-        self, topic: str, index: int, config: LogConfig, *, leader_epoch: int = 0
+        self,
+        topic: str,
+        index: int,
+        config: LogConfig,
+        *,
+        leader_epoch: int = 0,
+        topic_id: uuid.UUID | None = None,
     ) -> Partition:
         existing = self._partitions.get((topic, index))
         if existing is not None:
@@ -137,7 +153,17 @@ class ReplicaManager:
             existing.advance_high_watermark()
             return existing
         log_ = self.log_manager.get_or_create_log(topic, index, config)
-        log_.update_config(config)  # a log loaded at start-up had only the defaults
+        log_.update_config(config)
+        if topic_id is not None:
+            try:
+                log_.assign_topic_id(topic_id)
+            except InconsistentTopicIdError:
+                # Left behind by an earlier topic of the same name (deleted while this
+                # broker was down): its data is not this topic's.
+                log.warning("%s-%d belongs to a deleted topic; starting it afresh", topic, index)
+                self.log_manager.delete_log(topic, index)
+                log_ = self.log_manager.get_or_create_log(topic, index, config)
+                log_.assign_topic_id(topic_id)
         partition = Partition(topic, index, log_, leader_epoch=leader_epoch)
         partition.leader_id = self.broker_id
         partition.isr = {self.broker_id}

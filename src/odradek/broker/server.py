@@ -40,6 +40,7 @@ from odradek.cluster.metadata import BrokerInfo, MetadataStore, TopicMetadata
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.config import LogConfig
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -110,10 +111,14 @@ class KafkaServer:
         self.metadata = LocalMetadataStore(
             self.data_dir, broker_info, self.config.get("cluster.id") or None
         )
-        # A placeholder config until the topic manager exists; every hosted log gets its
-        # real config from the topic manager right after.
+        # Static defaults here; dynamic broker configs and per-topic overrides are applied
+        # by the topic manager when it hosts each partition right after.
         self.log_manager = LogManager(
-            self.data_dir, _static_defaults(self.config), clock=self._clock
+            self.data_dir,
+            _static_defaults(self.config),
+            clock=self._clock,
+            producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"),
+            topic_config=self._topic_log_config,
         )
         started = time.monotonic()
         await loop.run_in_executor(self._io_pool, self.log_manager.startup)
@@ -299,6 +304,16 @@ class KafkaServer:
 
     def advertised_versions(self) -> dict[int, tuple[int, int]]:
         return advertised(self._handlers.keys())
+
+    def _topic_log_config(self, topic: str) -> LogConfig | None:
+        """A topic's effective log config while logs load (before the topic manager)."""
+        meta = self.metadata.topic(topic)
+        if meta is None:
+            return None
+        try:
+            return LogConfig.from_properties(meta.configs, base=self.log_manager.default_config)
+        except ValueError:
+            return None
 
     def _high_watermark_of(self, topic: str, partition: int) -> int | None:
         hosted = self.replica_manager.partition(topic, partition)

@@ -79,7 +79,11 @@ class TopicManager:
         for index, assignment in topic.partitions.items():
             if assignment.leader == self.replica_manager.broker_id:
                 self.replica_manager.become_leader(
-                    topic.name, index, config, leader_epoch=assignment.leader_epoch
+                    topic.name,
+                    index,
+                    config,
+                    leader_epoch=assignment.leader_epoch,
+                    topic_id=topic.topic_id,
                 )
 
     # Changes -----------------------------------------------------------------------
