@@ -34,6 +34,12 @@ async def test_create_topics_and_per_topic_errors() -> None:
         assert "v" not in cluster.topics
         with pytest.raises(ValueError, match="duplicate"):
             await admin.create_topics([NewTopic("x"), NewTopic("x")])
+        with pytest.raises(ValueError, match="non-empty string"):
+            await admin.create_topics([NewTopic("")])
+        with pytest.raises(TypeError):
+            await admin.delete_topics("a")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="must be > 0"):
+            await admin.create_partitions({"a": 0})
 
 
 async def test_controller_moves_between_requests() -> None:

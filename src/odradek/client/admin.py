@@ -108,6 +108,12 @@ class ConfigEntry:
     sensitive: bool
 
 
+def _check_topic_names(names: Sequence[object]) -> None:
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a topic name must be a non-empty string, not {name!r}")
+
+
 def _raise_failures(failures: dict[Hashable, KafkaError]) -> None:
     if failures:
         first = next(iter(failures.values()))
@@ -232,7 +238,11 @@ class Admin:
         """Create topics; raises KafkaError (e.g. TOPIC_ALREADY_EXISTS) if any fails."""
         if not topics:
             return
+        for topic in topics:
+            if not isinstance(topic, NewTopic):
+                raise TypeError(f"expected a NewTopic, not {topic!r}")
         names = [t.name for t in topics]
+        _check_topic_names(names)
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate topic names in {names}")
         entries = [
@@ -270,8 +280,11 @@ class Admin:
 
     async def delete_topics(self, names: Sequence[str], *, timeout_ms: int = 30000) -> None:
         """Delete topics; raises KafkaError (e.g. UNKNOWN_TOPIC_OR_PARTITION) if any fails."""
+        if isinstance(names, str):
+            raise TypeError("delete_topics takes a list of names, not one string")
         if not names:
             return
+        _check_topic_names(names)
         failures = await self._to_controller(
             DELETE_TOPICS,
             lambda v: build_request(
@@ -301,6 +314,10 @@ class Admin:
         """Grow topics to ``new_totals[topic]`` partitions (INVALID_PARTITIONS if not more)."""
         if not new_totals:
             return
+        _check_topic_names(list(new_totals))
+        for name, total in new_totals.items():
+            if not isinstance(total, int) or total <= 0:
+                raise ValueError(f"the new partition count of {name!r} must be > 0, not {total!r}")
         failures = await self._to_controller(
             CREATE_PARTITIONS,
             lambda v: build_request(
