@@ -408,3 +408,24 @@ async def test_unknown_topic_answer_refreshes_metadata_then_succeeds() -> None:
             assert md.offset == 0
             assert len(cluster.requests(3)) == metadata_before + 1  # the refresh before retrying
         assert cluster.all_values("t", 0) == [b"v"]
+
+
+async def test_close_with_a_timeout_fails_what_is_not_acknowledged() -> None:
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        stall = asyncio.Event()
+
+        async def hold(broker, api_key, version, request):
+            if api_key == PRODUCE:
+                await stall.wait()
+            return None
+
+        cluster.intercept(hold)
+        producer = Producer(cluster.bootstrap, linger_ms=0)
+        await producer.start()
+        future = await producer.send("t", b"stuck")
+        await wait_until(lambda: bool(cluster.requests(PRODUCE)))
+        await producer.close(timeout_ms=100)
+        with pytest.raises(ClientError, match="closed before the record was acknowledged"):
+            await future
+        stall.set()

@@ -223,8 +223,11 @@ class KafkaClient:
             return connection
         except BaseException as exc:
             if not future.done():
-                future.set_exception(exc)
-                future.exception()  # waiters get it; don't warn if there are none
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+                    future.exception()  # waiters get it; don't warn if there are none
             raise
         finally:
             if self._connecting.get(node_id) is future:

@@ -327,11 +327,14 @@ class Producer:
             self._refresh_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refresh_task
-        error = ClientError("producer closed before the record was sent")
+        error = ClientError("producer closed before the record was acknowledged")
         for queue in self._queues.values():
             for batch in queue:
                 batch.fail(error)
         self._queues.clear()
+        for batch in list(self._sent):  # their requests were cancelled above
+            batch.fail(error)
+        self._sent.clear()
         self._closed = True
         if self._owns_client:
             await self._client.close()
