@@ -1,8 +1,9 @@
 """The group coordinator: consumer groups and committed offsets over ``__consumer_offsets``.
 
 Modules: ``group`` (state machine, members, offsets in memory), ``offsets_records`` (the
-binary key/value formats of the offsets topic), ``delayed_ops`` (join/sync/session waits in
-the purgatory), ``coordinator`` (the protocol), ``handlers`` (kio requests -> responses),
+binary key/value formats of the offsets topic), ``persistence`` (memory <-> records, and the
+rebuild of a partition's groups), ``delayed_ops`` (join/sync/session waits in the
+purgatory), ``coordinator`` (the protocol), ``handlers`` (kio requests -> responses),
 ``partitioning`` (group id -> offsets partition, as Kafka), ``consumer_protocol`` (the
 subscription topics of a consumer member), ``config`` (Kafka-named settings).
 """

@@ -57,22 +57,13 @@ from odradek.broker.group.group import (
     MemberMetadata,
     SyncGroupResult,
 )
-from odradek.broker.group.offsets_records import (
-    CorruptOffsetsRecordError,
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
-    encode_offset_commit_key,
-    encode_offset_commit_value,
-)
 from odradek.broker.group.partitioning import partition_for
+from odradek.broker.group.persistence import (
+    PartitionRebuilder,
+    group_metadata_record,
+    offset_commit_records,
+    tombstones,
+)
 from odradek.broker.purgatory import DelayedOperationPurgatory
 from odradek.broker.timing_wheel import Timer, TimerTask
 
@@ -288,24 +279,21 @@ class GroupCoordinator:
         self._loading.add(partition)
         started = time.monotonic()
         try:
-            metadata: dict[str, GroupMetadataValue | None] = {}
-            offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-            count = 0
-            for log_offset, key_bytes, value_bytes in self.log.read(partition):
-                count += 1
-                if count % _LOAD_YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+            rebuilder = PartitionRebuilder(partition)
+            for log_offset, key, value in self.log.read(partition):
+                rebuilder.add(log_offset, key, value)
+                if rebuilder.records % _LOAD_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # a big partition must not stall the broker
                     if self._partition_epoch.get(partition) != epoch:
                         return  # unloaded meanwhile
-                self._load_record(partition, log_offset, key_bytes, value_bytes, metadata, offsets)
             if self._partition_epoch.get(partition) != epoch:
                 return
-            for group_id in {*metadata, *offsets}:
-                self._install_loaded_group(group_id, metadata.get(group_id), offsets.get(group_id))
+            for group in rebuilder.groups(self.clock()):
+                self._install_loaded_group(group)
             self._owned.add(partition)
             log.info(
                 "loaded %d records of __consumer_offsets-%d in %.3fs",
-                count,
+                rebuilder.records,
                 partition,
                 time.monotonic() - started,
             )
@@ -313,87 +301,9 @@ class GroupCoordinator:
             if self._partition_epoch.get(partition) == epoch:
                 self._loading.discard(partition)
 
-    def _load_record(
-        self,
-        partition: int,
-        log_offset: int,
-        key_bytes: bytes,
-        value_bytes: bytes | None,
-        metadata: dict[str, GroupMetadataValue | None],
-        offsets: dict[str, dict[TopicPartition, CommittedOffset]],
-    ) -> None:
-        try:
-            key = decode_key(key_bytes)
-            if isinstance(key, OffsetCommitKey):
-                group_offsets = offsets.setdefault(key.group, {})
-                tp = (key.topic, key.partition)
-                if value_bytes is None:
-                    group_offsets.pop(tp, None)
-                else:
-                    value = decode_offset_commit_value(value_bytes)
-                    group_offsets[tp] = CommittedOffset(
-                        offset=value.offset,
-                        metadata=value.metadata,
-                        commit_timestamp=value.commit_timestamp,
-                        leader_epoch=value.leader_epoch,
-                        expire_timestamp=value.expire_timestamp,
-                        append_offset=log_offset,
-                    )
-            elif isinstance(key, GroupMetadataKey):
-                metadata[key.group] = (
-                    None if value_bytes is None else decode_group_metadata_value(value_bytes)
-                )
-        except CorruptOffsetsRecordError as exc:
-            log.error(
-                "skipping malformed record at offset %d of __consumer_offsets-%d: %s",
-                log_offset,
-                partition,
-                exc,
-            )
-
-    def _install_loaded_group(
-        self,
-        group_id: str,
-        value: GroupMetadataValue | None,
-        offsets: dict[TopicPartition, CommittedOffset] | None,
-    ) -> None:
-        offsets = offsets or {}
-        if value is None and not offsets:
-            return  # tombstoned group and no offsets: nothing left
-        now = self.clock()
-        if value is None:
-            # Offsets without group metadata: a "simple" consumer (or a deleted group that kept
-            # committing); Kafka shows it as an Empty group without protocol type.
-            group = GroupMetadata(group_id, GroupState.EMPTY, now)
-        else:
-            state = GroupState.STABLE if value.members else GroupState.EMPTY
-            group = GroupMetadata(group_id, state, now)
-            group.generation_id = value.generation
-            group.protocol_type = value.protocol_type or None
-            group.protocol_name = value.protocol
-            group.current_state_timestamp = (
-                value.current_state_timestamp if value.current_state_timestamp >= 0 else None
-            )
-            for record in value.members:
-                member = MemberMetadata(
-                    member_id=record.member_id,
-                    group_instance_id=record.group_instance_id,
-                    client_id=record.client_id,
-                    client_host=record.client_host,
-                    rebalance_timeout_ms=record.rebalance_timeout,
-                    session_timeout_ms=record.session_timeout,
-                    protocol_type=value.protocol_type,
-                    protocols=[(value.protocol or "", record.subscription)],
-                    assignment=record.assignment,
-                )
-                group.add(member, None)
-            if value.members:
-                group.leader_id = value.leader if value.leader in group.members else None
-                if group.leader_id is None:
-                    group.leader_id = next(iter(group.members))
-            group.refresh_subscribed_topics()
-        group.offsets = offsets
-        self._groups[group_id] = group
+    def _install_loaded_group(self, group: GroupMetadata) -> None:
+        self._groups[group.group_id] = group
+        # Loaded members must prove they are alive within their session timeout.
         for member in list(group.members.values()):
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
         if group.size > self.config.group_max_size:
@@ -1276,22 +1186,7 @@ class GroupCoordinator:
             )
         if not to_write:
             return results
-        records: list[tuple[bytes, bytes | None]] = []
-        for (topic, partition), committed in to_write.items():
-            records.append(
-                (
-                    encode_offset_commit_key(group.group_id, topic, partition),
-                    encode_offset_commit_value(
-                        OffsetCommitValue(
-                            offset=committed.offset,
-                            metadata=committed.metadata,
-                            commit_timestamp=committed.commit_timestamp,
-                            leader_epoch=committed.leader_epoch,
-                            expire_timestamp=committed.expire_timestamp,
-                        )
-                    ),
-                )
-            )
+        records = offset_commit_records(group.group_id, to_write)
         for tp in to_write:
             group.pending_offset_commits[tp] += 1
         error = ErrorCode.none
@@ -1447,12 +1342,7 @@ class GroupCoordinator:
         *,
         group_tombstone: bool = False,
     ) -> ErrorCode:
-        records: list[tuple[bytes, bytes | None]] = [
-            (encode_offset_commit_key(group.group_id, topic, partition), None)
-            for topic, partition in removed
-        ]
-        if group_tombstone:
-            records.append((encode_group_metadata_key(group.group_id), None))
+        records = tombstones(group.group_id, removed, group=group_tombstone)
         if not records:
             return ErrorCode.none
         try:
@@ -1467,36 +1357,7 @@ class GroupCoordinator:
     async def _store_group(
         self, group: GroupMetadata, assignment: Mapping[str, bytes]
     ) -> ErrorCode:
-        protocol = group.protocol_name
-        members = []
-        for member in group.members.values():
-            try:
-                subscription = member.metadata_for(protocol) if protocol is not None else b""
-            except KeyError:
-                subscription = b""
-            members.append(
-                MemberMetadataValue(
-                    member_id=member.member_id,
-                    group_instance_id=member.group_instance_id,
-                    client_id=member.client_id,
-                    client_host=member.client_host,
-                    rebalance_timeout=member.rebalance_timeout_ms,
-                    session_timeout=member.session_timeout_ms,
-                    subscription=subscription,
-                    assignment=assignment.get(member.member_id, b""),
-                )
-            )
-        value = GroupMetadataValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id,
-            members=tuple(members),
-            current_state_timestamp=(
-                group.current_state_timestamp if group.current_state_timestamp is not None else -1
-            ),
-        )
-        record = (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value))
+        record = group_metadata_record(group, assignment)
         try:
             await self.log.append(self.partition_for(group.group_id), [record])
         except Exception as exc:
