@@ -149,3 +149,5 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOT, "subscribe": "x"})
     with pytest.raises(OptionError, match="bootstrap"):
         parse_sink_options({"topic": "x"})
+    # Spark hands a streaming sink the query's checkpoint location along with its options.
+    parse_sink_options({**BOOT, "topic": "x", "checkpointLocation": "/tmp/c"})

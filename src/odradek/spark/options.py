@@ -108,8 +108,8 @@ _SINK_KAFKA_PARAMS = (
     "kafka.client.id",
     "kafka.security.protocol",
 )
-# Options Spark adds on its own or that mean nothing to a Kafka-like source.
-_SPARK_INTERNAL = ("path", "paths")
+# Options Spark itself sets or passes along (a streaming sink sees the query's checkpoint).
+_SPARK_INTERNAL = ("path", "paths", "checkpointLocation")
 
 # Kafka params Spark's connector refuses, with its reason (the source manages offsets itself).
 _UNSUPPORTED_SOURCE_PARAMS = {
