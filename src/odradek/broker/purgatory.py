@@ -36,7 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class DelayedOperation(TimerTask):
-    """Base class: implement :meth:`try_complete`, :meth:`on_complete` and :meth:`on_expiration`."""
+    """Base class: implement :meth:`try_complete`, :meth:`on_complete` and :meth:`on_expiration`.
+
+    Operations are kept in dicts by identity: a subclass must not define ``__eq__`` (a
+    ``@dataclass`` subclass needs ``eq=False``).
+    """
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
