@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
@@ -429,3 +431,58 @@ async def test_close_with_a_timeout_fails_what_is_not_acknowledged() -> None:
         with pytest.raises(ClientError, match="closed before the record was acknowledged"):
             await future
         stall.set()
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    faults=st.lists(st.sampled_from(["ok", "ok", "error", "lost"]), max_size=40),
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
+)
+def test_idempotent_retries_never_reorder_or_duplicate(faults: list[str], sizes: list[int]) -> None:
+    """Random retriable errors and lost responses: the log ends up exactly as sent."""
+
+    async def main() -> None:
+        async with FakeCluster() as cluster:
+            cluster.create_topic("t")
+            script = iter(faults)
+            armed = []
+
+            def fault(broker, api_key, version, request):
+                if api_key != PRODUCE or not armed:
+                    return None
+                action = next(script, "ok")
+                if action == "error":
+                    return {
+                        "responses": [
+                            {
+                                "name": "t",
+                                "partition_responses": [
+                                    {"index": 0, "error_code": ErrorCode.not_enough_replicas}
+                                ],
+                            }
+                        ]
+                    }
+                if action == "lost":
+                    cluster.handle(broker, api_key, version, request)
+                    return DROP
+                return None
+
+            cluster.intercept(fault)
+            async with Producer(
+                cluster.bootstrap, linger_ms=0, batch_size=120, retry_backoff_ms=1
+            ) as producer:
+                await producer.send_and_wait("t", b"first")  # the partition knows the producer
+                armed.append(True)
+                values = [b"r%03d-%s" % (i, b"." * 40) for i in range(sum(sizes))]
+                futures = []
+                index = 0
+                for size in sizes:
+                    for _ in range(size):
+                        futures.append(await producer.send("t", values[index], partition=0))
+                        index += 1
+                    await asyncio.sleep(0)
+                metadata = await asyncio.wait_for(asyncio.gather(*futures), 30)
+            assert cluster.all_values("t", 0) == [b"first", *values]
+            assert [m.offset for m in metadata] == list(range(1, len(values) + 1))
+
+    asyncio.run(main())

@@ -219,6 +219,8 @@ class BrokerConnection:
             self._pending.pop(correlation_id, None)
             if not future.done():
                 future.cancel()
+            elif not future.cancelled():
+                future.exception()  # already raised to the caller in some form: mark it seen
 
     async def _drain(self) -> None:
         assert self._writer is not None
