@@ -31,7 +31,9 @@ def produce(bootstrap: str, topic: str, data: bytes, *args: str):  # type: ignor
 
 
 def consume(bootstrap: str, topic: str, *args: str):  # type: ignore[no-untyped-def]
-    return odradek("consume", topic, "--bootstrap-server", bootstrap, "--timeout-ms", "5000", *args)
+    return odradek(
+        "consume", topic, "--bootstrap-server", bootstrap, "--timeout-ms", "15000", *args
+    )
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -168,8 +170,11 @@ def test_offset_and_partition_selection(bootstrap: str) -> None:
     produce(bootstrap, topic, b"".join(b"p0-%d\n" % i for i in range(10)), "-p", "0").check()
     produce(bootstrap, topic, b"".join(b"p1-%d\n" % i for i in range(5)), "-p", "1").check()
 
-    out = consume(bootstrap, topic, "--partition", "0", "--offset", "7").check()
-    assert out.lines == ["p0-7", "p0-8", "p0-9"]
+    out = consume(bootstrap, topic, "--partition", "0", "--offset", "7", "--max-messages", "3")
+    assert out.check().lines == ["p0-7", "p0-8", "p0-9"]
+    # Nothing more after those: the idle timeout ends it with exactly the three.
+    out = consume(bootstrap, topic, "--partition", "0", "--offset", "7", "--timeout-ms", "2000")
+    assert out.check().lines == ["p0-7", "p0-8", "p0-9"]
     out = consume(
         bootstrap, topic, "--partition", "1", "--offset", "earliest", "--max-messages", "2"
     )

@@ -15,6 +15,7 @@ the kafka-console-consumer properties (``print.key=true``, ``key.separator=:``, 
 
 from __future__ import annotations
 
+import select
 import sys
 import time
 from typing import TYPE_CHECKING, BinaryIO
@@ -52,6 +53,21 @@ def parse_offset(text: str | None) -> str | int | None:
     if offset < 0:
         raise CliError(f"--offset must not be negative, got {offset}")
     return offset
+
+
+def reader_gone(out: BinaryIO) -> bool:
+    """Whether ``out`` is a pipe whose reading end was closed.
+
+    A writer learns that only when it next writes, and an idle consumer may never write
+    again; poll() reports POLLERR on such a pipe right away.
+    """
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 async def _partitions(consumer: Consumer, topic: str, only: int | None) -> list[int]:
@@ -97,6 +113,7 @@ async def consume_records(
         auto_offset_reset="earliest" if start == "earliest" else "latest",
     )
     count = 0
+    consuming = False
     try:
         await consumer.start()
         partitions = await _partitions(consumer, topic, partition)
@@ -110,6 +127,7 @@ async def consume_records(
             assert isinstance(start, int)
             for tp in assigned:
                 consumer.seek(*tp, start)
+        consuming = True
         last_progress = time.monotonic()
         while max_messages is None or count < max_messages:
             wait_ms = POLL_SLICE_MS
@@ -121,6 +139,8 @@ async def consume_records(
             wanted = None if max_messages is None else max_messages - count
             records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
             if not records:
+                if reader_gone(out):
+                    break  # `consume ... | head`: nobody reads any more, so stop waiting
                 continue
             last_progress = time.monotonic()
             out.write(
@@ -141,8 +161,10 @@ async def consume_records(
             count += len(records)
     finally:
         await consumer.close()
-        # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console consumer.
-        click.echo(f"Processed a total of {count} messages", err=True)
+        if consuming:
+            # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console
+            # consumer; a failure before the first poll gets only its error line.
+            click.echo(f"Processed a total of {count} messages", err=True)
     return count
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import io
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -51,7 +53,15 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
     """
     loop = asyncio.get_running_loop()
     chunks: asyncio.Queue[bytes | BaseException] = asyncio.Queue(maxsize=READ_AHEAD_CHUNKS)
-    read = getattr(stream, "read1", stream.read)
+    try:
+        # Straight from the file descriptor: a daemon thread blocked inside a buffered
+        # reader holds its lock, and interpreter shutdown aborts on that lock (Ctrl-C).
+        fd = stream.fileno()
+
+        def read(size: int) -> bytes:
+            return os.read(fd, size)
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        read = getattr(stream, "read1", stream.read)
 
     def reader() -> None:
         while True:
@@ -138,17 +148,28 @@ async def produce_lines(
 
     out = sys.stdout
     acknowledged = 0
+    failure: CliError | None = None
+    # Records in input order; settled (counted, printed, checked) strictly in that order as
+    # their acknowledgements arrive, so --print-offsets lines appear while typing.
     pending: collections.deque[tuple[int, asyncio.Future[RecordMetadata]]] = collections.deque()
 
-    def settle(number: int, future: asyncio.Future[RecordMetadata]) -> None:
-        nonlocal acknowledged
-        try:
-            metadata = future.result()
-        except (KafkaError, ClientError) as exc:
-            raise CliError(f"record from line {number} was not written: {exc}") from None
-        acknowledged += 1
-        if print_offsets:
-            out.write(f"{metadata.topic}\t{metadata.partition}\t{metadata.offset}\n")
+    def settle_done(_: object = None) -> None:
+        nonlocal acknowledged, failure
+        printed = False
+        while pending and pending[0][1].done():
+            number, future = pending.popleft()
+            try:
+                metadata = future.result()
+            except (KafkaError, ClientError) as exc:
+                if failure is None:
+                    failure = CliError(f"record from line {number} was not written: {exc}")
+                continue
+            acknowledged += 1
+            if print_offsets:
+                out.write(f"{metadata.topic}\t{metadata.partition}\t{metadata.offset}\n")
+                printed = True
+        if printed:
+            out.flush()
 
     try:
         producer = Producer(bootstrap_server, **producer_config)  # type: ignore[arg-type]
@@ -164,24 +185,21 @@ async def produce_lines(
                 future = await producer.send(
                     topic, value, key, partition=partition, headers=headers
                 )
-            except ValueError as exc:
-                raise CliError(f"line {number}: {exc}") from None
-            except KafkaError as exc:
+            except (ValueError, KafkaError) as exc:
                 raise CliError(f"line {number}: {exc}") from None
             pending.append((number, future))
-            while pending and pending[0][1].done():
-                settle(*pending.popleft())
+            future.add_done_callback(settle_done)
+            if failure is not None:
+                raise failure
             if len(pending) >= MAX_PENDING:
                 await asyncio.wait([pending[0][1]])
-                while pending and pending[0][1].done():
-                    settle(*pending.popleft())
         await producer.flush()
         # Wait on the records themselves too: what counts is each record's own outcome.
         if pending:
             await asyncio.wait([future for _, future in pending])
-        while pending:
-            settle(*pending.popleft())
-    out.flush()
+        settle_done()
+    if failure is not None:
+        raise failure
     return acknowledged
 
 
