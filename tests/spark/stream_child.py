@@ -1,24 +1,39 @@
 """A streaming query in its own process, for the exactly-once tests (which stop or SIGKILL it).
 
-    python stream_child.py BOOTSTRAP TOPIC OUTPUT CHECKPOINT MODE [STOP_FILE]
+    python stream_child.py BOOTSTRAP TOPIC OUTPUT CHECKPOINT [--go-file F] [--stop-file F]
 
-It reads TOPIC from the earliest offset with ``maxOffsetsPerTrigger`` 500 and appends
+It reads TOPIC from the earliest offset, 500 offsets per trigger, every 0.3 s, and appends
 ``partition, offset, value`` to Parquet files under OUTPUT (Spark's file sink), checkpointing in
-CHECKPOINT. MODE ``run`` triggers every 0.3 s until killed, or until STOP_FILE appears, when
-it stops the query and exits 0. MODE ``drain`` uses Trigger.AvailableNow: it reads what there
-is and exits 0.
+CHECKPOINT. With ``--go-file`` it starts Spark at once but the query only when that file
+exists (so a restart can be warmed up while the previous run is still going). It runs until
+killed, or until the ``--stop-file`` appears: then it stops the query and exits 0.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 
+LIFETIME_S = 300
+
+
+def wait_for(path: str) -> None:
+    deadline = time.monotonic() + LIFETIME_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} never appeared")
+        time.sleep(0.05)
+
 
 def main() -> int:
-    bootstrap, topic, output, checkpoint, mode = sys.argv[1:6]
-    stop_file = sys.argv[6] if len(sys.argv) > 6 else None
+    parser = argparse.ArgumentParser()
+    for name in ("bootstrap", "topic", "output", "checkpoint"):
+        parser.add_argument(name)
+    parser.add_argument("--go-file")
+    parser.add_argument("--stop-file")
+    args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -34,30 +49,28 @@ def main() -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    source = (
+    if args.go_file:
+        wait_for(args.go_file)
+    query = (
         spark.readStream.format("odradek")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "500")
         .load()
         .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", args.output)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime="300 milliseconds")
+        .start()
     )
-    writer = (
-        source.writeStream.format("parquet")
-        .option("path", output)
-        .option("checkpointLocation", checkpoint)
-    )
-    if mode == "drain":
-        writer.trigger(availableNow=True).start().awaitTermination()
-        return 0
-    query = writer.trigger(processingTime="300 milliseconds").start()
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + LIFETIME_S
     while time.monotonic() < deadline:
         if query.exception() is not None:
             print(f"query failed: {query.exception()}", file=sys.stderr)
             return 1
-        if stop_file is not None and os.path.exists(stop_file):
+        if args.stop_file and os.path.exists(args.stop_file):
             query.stop()
             return 0
         time.sleep(0.1)

@@ -26,12 +26,11 @@ def committed_batches(output: Path) -> int:
     return sum(1 for f in log.iterdir() if f.name.split(".")[0].isdigit())
 
 
-def start_child(bootstrap: str, topic: str, output: Path, checkpoint: Path, mode: str,
-                stop_file: Path | None = None) -> subprocess.Popen:  # fmt: skip
-    args = [sys.executable, str(CHILD), bootstrap, topic, str(output), str(checkpoint), mode]
-    if stop_file is not None:
-        args.append(str(stop_file))
-    log = open(output.parent / f"child-{mode}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+def start_child(
+    bootstrap: str, topic: str, output: Path, checkpoint: Path, *flags: str
+) -> subprocess.Popen:
+    args = [sys.executable, str(CHILD), bootstrap, topic, str(output), str(checkpoint), *flags]
+    log = open(output.parent / f"child-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     # Its own process group, so SIGKILL takes the JVM down with it: a real crash.
     return subprocess.Popen(
         args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -57,31 +56,56 @@ def test_exactly_once_across_stop_and_sigkill(spark, spark_broker, tmp_path: Pat
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     # 1. Crash in the middle: SIGKILL the driver (Python and JVM) after two committed batches.
-    child = start_child(bootstrap, topic, output, checkpoint, "run")
+    #    The run that restarts afterwards starts its Spark now and waits for the go file.
+    go_file, stop_file = tmp_path / "go", tmp_path / "stop"
+    child = start_child(bootstrap, topic, output, checkpoint)
+    restart = start_child(
+        bootstrap,
+        topic,
+        output,
+        checkpoint,
+        "--go-file",
+        str(go_file),
+        "--stop-file",
+        str(stop_file),
+    )
     try:
-        wait_for_batches(child, output, 2, timeout=120)
-    finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait(30)
-    assert committed_batches(output) < 12, "the query finished before it could be killed"
-
-    # 2. More data, then a restart from the checkpoint and a graceful stop.
-    produce(bootstrap, topic, [(i % 2, None, b"second-%d" % i) for i in range(2000)])
-    stop_file = tmp_path / "stop"
-    before = committed_batches(output)
-    child = start_child(bootstrap, topic, output, checkpoint, "run", stop_file)
-    try:
-        wait_for_batches(child, output, before + 2, timeout=120)
-        stop_file.touch()
-        assert child.wait(60) == 0
-    finally:
-        if child.poll() is None:
+        try:
+            wait_for_batches(child, output, 2, timeout=150)
+        finally:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(30)
+        assert committed_batches(output) < 12, "the query finished before it could be killed"
 
-    # 3. Restart once more and drain everything (Trigger.AvailableNow ends by itself).
-    child = start_child(bootstrap, topic, output, checkpoint, "drain")
-    assert child.wait(180) == 0
+        # 2. More data, then the restart from the checkpoint, and a graceful stop.
+        produce(bootstrap, topic, [(i % 2, None, b"second-%d" % i) for i in range(2000)])
+        before = committed_batches(output)
+        go_file.touch()
+        wait_for_batches(restart, output, before + 2, timeout=150)
+        stop_file.touch()
+        assert restart.wait(60) == 0
+    finally:
+        if restart.poll() is None:
+            os.killpg(restart.pid, signal.SIGKILL)
+            restart.wait(30)
+
+    # 3. Restart once more, in this process, and drain everything (AvailableNow ends by itself).
+    drain = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "5000")
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert drain.awaitTermination(180)
+    assert drain.exception() is None
 
     rows = spark.read.parquet(str(output)).collect()
     seen = sorted((r.partition, r.offset) for r in rows)
