@@ -29,6 +29,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -79,7 +80,8 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def odradek_broker(workdir: Path) -> Iterator[str]:
+def odradek_broker(workdir: Path) -> Iterator[tuple[str, int]]:
+    """A broker subprocess: yields (bootstrap address, pid)."""
     port = free_port()
     log_path = workdir / "broker.log"
     cmd = [
@@ -98,7 +100,7 @@ def odradek_broker(workdir: Path) -> Iterator[str]:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, proc, "odradek broker")
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     except BaseException:
         sys.stderr.write(log_path.read_text(errors="replace")[-3000:])
         raise
@@ -290,7 +292,9 @@ def consume_rate(bootstrap: str, topic: str, count: int, value_size: int) -> tup
         received = 1  # the warm-up record produced before the measured ones
         target = count + 1
         while received < target and time.monotonic() < deadline:
-            messages = c.consume(num_messages=100_000, timeout=1.0)
+            # consume(n) returns when n messages are there or at the timeout: never ask
+            # for more than remain, or the last call would wait out its whole timeout.
+            messages = c.consume(num_messages=min(100_000, target - received), timeout=1.0)
             if messages and messages[-1].error() is not None:
                 raise KafkaException(messages[-1].error())
             received += len(messages)
@@ -362,6 +366,47 @@ def latency_at_rate(bootstrap: str, topic: str, rate: int, seconds: float) -> La
     return result
 
 
+# -- where the time goes ---------------------------------------------------------------------
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuShare:
+    """CPU the broker and this (client) process used during one phase, against wall time.
+
+    A side near ``wall`` seconds of CPU is the bottleneck of that phase; the client side
+    includes librdkafka's threads.
+    """
+
+    wall_s: float = 0.0
+    broker_s: float = 0.0
+    client_s: float = 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"wall {self.wall_s:.2f} s, broker CPU {self.broker_s:.2f} s, "
+            f"client CPU {self.client_s:.2f} s"
+        )
+
+
+@contextlib.contextmanager
+def cpu_share(broker_pid: int) -> Iterator[CpuShare]:
+    share = CpuShare()
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    broker = process_cpu_s(broker_pid)
+    started = time.perf_counter()
+    yield share
+    share.wall_s = time.perf_counter() - started
+    share.broker_s = process_cpu_s(broker_pid) - broker
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    share.client_s = (after.ru_utime + after.ru_stime) - (own.ru_utime + own.ru_stime)
+
+
 # -- report --------------------------------------------------------------------------------
 
 
@@ -396,19 +441,25 @@ def main(argv: list[str] | None = None) -> int:
                 f"{redis.xrange_entries_per_s:12,.0f} rec/s"
             )
 
-        with odradek_broker(workdir) as bootstrap:
+        shares: dict[str, CpuShare] = {}
+        with odradek_broker(workdir) as (bootstrap, pid):
             n = args.small_records
-            produce_rps, _ = produce_rate(bootstrap, "bench-small", n, 100)
-            consume_rps, _ = consume_rate(bootstrap, "bench-small", n, 100)
-            large_produce_rps, large_produce_mbs = produce_rate(
-                bootstrap, "bench-large", args.large_records, 64 * 1024
-            )
-            large_consume_rps, large_consume_mbs = consume_rate(
-                bootstrap, "bench-large", args.large_records, 64 * 1024
-            )
-            latency = latency_at_rate(
-                bootstrap, "bench-latency", args.latency_rate, args.latency_seconds
-            )
+            with cpu_share(pid) as shares["produce 100 B"]:
+                produce_rps, _ = produce_rate(bootstrap, "bench-small", n, 100)
+            with cpu_share(pid) as shares["consume 100 B"]:
+                consume_rps, _ = consume_rate(bootstrap, "bench-small", n, 100)
+            with cpu_share(pid) as shares["produce 64 KiB"]:
+                large_produce_rps, large_produce_mbs = produce_rate(
+                    bootstrap, "bench-large", args.large_records, 64 * 1024
+                )
+            with cpu_share(pid) as shares["consume 64 KiB"]:
+                large_consume_rps, large_consume_mbs = consume_rate(
+                    bootstrap, "bench-large", args.large_records, 64 * 1024
+                )
+            with cpu_share(pid) as shares["latency run"]:
+                latency = latency_at_rate(
+                    bootstrap, "bench-latency", args.latency_rate, args.latency_seconds
+                )
 
         print()
         print(f"odradek produce, 100 B, acks=1, {n:,} records: {produce_rps:12,.0f} rec/s")
@@ -438,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
             f"max {max(latency.samples_ms):.2f} ms, mean {statistics.fmean(latency.samples_ms):.2f}"
             f" ms; goal p99 < 5 ms: {verdict(p99 < 5)}"
         )
+        print("\nwhere the time went (a side using ~all the wall time is the bottleneck):")
+        for phase, share in shares.items():
+            print(f"   {phase:15s} {share}")
         print(f"\ntotal bench time {time.monotonic() - started:.0f} s")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
