@@ -248,6 +248,7 @@ def test_produce_and_consume_errors(bootstrap: str) -> None:
     consume(bootstrap, topic, "--partition", "9").check_error("no partition 9")
     consume(bootstrap, topic, "--offset", "5").check_error("needs --partition")
     consume(bootstrap, topic, "--offset", "soon", "-p", "0").check_error("--offset")
+    consume(bootstrap, topic, "--offset", str(2**63), "-p", "0").check_error("--offset")
     consume(bootstrap, topic, "--from-beginning", "--offset", "1", "-p", "0").check_error(
         "cannot be used together"
     )

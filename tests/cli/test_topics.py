@@ -100,6 +100,7 @@ def test_create_errors(bootstrap: str) -> None:
         "--config expects KEY=VALUE"
     )
     topics(bootstrap, "create", "bad/name").check_error("INVALID_TOPIC_EXCEPTION")
+    topics(bootstrap, "create", "").check_error("topic name")
     topics(bootstrap, "create", unique("cli-bad"), "--replication-factor", "3").check_error(
         "INVALID_REPLICATION_FACTOR"
     )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+MAX_OFFSET = 2**63 - 1  # offsets are int64 on the wire
 # Longest single poll: short enough that --timeout-ms and Ctrl-C are honoured promptly.
 POLL_SLICE_MS = 500
 
@@ -50,8 +51,8 @@ def parse_offset(text: str | None) -> str | int | None:
         offset = int(lowered)
     except ValueError:
         raise CliError(f"--offset must be earliest, latest or an offset, not {text!r}") from None
-    if offset < 0:
-        raise CliError(f"--offset must not be negative, got {offset}")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise CliError(f"--offset must be between 0 and {MAX_OFFSET}, got {offset}")
     return offset
 
 

@@ -49,6 +49,9 @@ async def _with_admin(bootstrap_server: str, action: Any) -> Any:
     await admin.start()
     try:
         return await action(admin)
+    except (ValueError, TypeError) as exc:
+        # The admin client validates arguments (e.g. an empty topic name) before sending.
+        raise CliError(str(exc)) from None
     finally:
         await admin.close()
 
