@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import struct
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import Records
+from kio.static.primitive import Records, i64Timedelta
 
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import (
@@ -37,6 +38,13 @@ from odradek.protocol.versions import (
 )
 
 st.register_type_strategy(Records, st.binary(max_size=16))
+# Python's timedelta stops near 2**63 microseconds, so int64 millisecond durations near
+# their own maximum cannot be represented at all (see the refusal test below); round
+# trips are checked over the durations a timedelta can hold.
+st.register_type_strategy(
+    i64Timedelta,
+    st.integers(-(2**45), 2**45).map(lambda ms: datetime.timedelta(milliseconds=ms)),
+)
 
 PAIRS = [
     (key, version) for key, (low, high) in SUPPORTED.items() for version in range(low, high + 1)
@@ -299,3 +307,50 @@ def test_random_bodies_after_valid_headers_never_crash(pair: tuple[int, int], bo
         decode_request(header + body)
     except DecodeError as exc:
         assert exc.correlation_id == 1
+
+
+def test_a_duration_beyond_timedelta_is_refused_not_crashed() -> None:
+    """OffsetCommit v4 with retention_time = int64 max ms: kio cannot build it; the
+    decoder must answer with DecodeError (the connection is then closed), nothing else."""
+    request_type = load_request_schema(8, 4)
+    ok = request_type(
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time=datetime.timedelta(milliseconds=5),
+        topics=(),
+    )
+    framed = bytearray(encode_request(4, 1, "c", ok))
+    # The retention time follows group id, generation and member id in the body.
+    marker = struct.pack(">q", 5)
+    at = framed.rindex(marker)
+    framed[at : at + 8] = struct.pack(">q", 2**63 - 1)
+    with pytest.raises(DecodeError):
+        decode_request(bytes(framed[4:]))
+
+
+# FindCoordinator v5 whose coordinator_keys compact array claims ~2**35 elements: kio's
+# native reader reserved memory for all of them and aborted the interpreter.
+HOSTILE_ARRAY_LENGTH = bytes.fromhex(
+    "000a000500000001ffff0006d3a9b7a07ec3a6432814b3faa17c5327b04b4135"
+)
+
+
+def test_hostile_array_length_is_a_decode_error_not_an_abort() -> None:
+    # In a child process: if this regresses, the abort must not take the test run down.
+    import subprocess
+    import sys
+
+    code = (
+        "from odradek.protocol.codec import decode_request, DecodeError\n"
+        f"payload = bytes.fromhex({HOSTILE_ARRAY_LENGTH.hex()!r})\n"
+        "try:\n"
+        "    decode_request(payload)\n"
+        "except DecodeError:\n"
+        "    print('refused')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "refused"

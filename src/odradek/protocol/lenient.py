@@ -1,4 +1,4 @@
-"""A schema-driven reader that skips unknown tagged fields, for when kio's reader refuses.
+"""The schema-driven reader every incoming request and response is decoded with.
 
 KIP-482 says a receiver ignores tagged fields it does not know, so that clients can send
 newer optional data to older brokers. kio 0.6.5's native reader raises
@@ -6,7 +6,10 @@ newer optional data to older brokers. kio 0.6.5's native reader raises
 (librdkafka 2.16 sends one in Metadata v9 requests). ``read_entity`` walks the same kio
 dataclass metadata as kio does (``kafka_type``, ``tag``, optional / tuple annotations),
 reads leaves with kio's native primitive readers, and steps over unknown tags by their
-declared size. It is slower than kio's reader and only used after kio fails.
+declared size. It is slower than kio's native entity reader, but that one trusts array
+lengths when it reserves memory: a short hostile request can make it abort the process
+(see ``odradek.protocol.codec._read_body``). Here an array grows only as its elements
+are actually read from the bytes present.
 """
 
 from __future__ import annotations
