@@ -482,3 +482,19 @@ def test_closed_log_refuses_work(open_log: OpenLog) -> None:
 def test_bad_directory_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Log.open(tmp_path / "no_partition_number", LogConfig())
+
+
+def test_compacted_topic_refuses_records_without_keys(tmp_path) -> None:
+    from odradek.records.batch import Record, build_batch
+    from odradek.storage.config import LogConfig
+    from odradek.storage.errors import InvalidRecordError
+    from odradek.storage.log import Log
+
+    log_ = Log.open(tmp_path / "c-0", LogConfig.from_properties({"cleanup.policy": "compact"}))
+    try:
+        log_.append_as_leader(build_batch([Record(key=b"k", value=b"v")]))
+        with pytest.raises(InvalidRecordError, match="without a key"):
+            log_.append_as_leader(build_batch([Record(key=b"k", value=b"v"), Record(value=b"x")]))
+        assert log_.log_end_offset == 1
+    finally:
+        log_.close()

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.records.batch import decode_batch
 from odradek.records.errors import CorruptRecordError
 from odradek.records.header import (
     ATTRIBUTES_POS,
@@ -166,6 +167,19 @@ def _stamp_timestamp(buf: bytearray, pos: int, header: BatchHeader, *, log_appen
     _ATTRIBUTES_FIELD.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
     _MAX_TIMESTAMP_FIELD.pack_into(buf, pos + _MAX_TIMESTAMP_POS, max_timestamp)
     _CRC_FIELD.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, header.size))
+
+
+def _check_keys(buf: bytearray, pos: int, size: int) -> None:
+    """Compacted topics need a key on every record (Kafka's LogValidator does the same
+    per-record check, so compacted topics are the one produce path that decodes records)."""
+    try:
+        batch = decode_batch(memoryview(buf)[pos : pos + size], verify_crc=False)
+    except CorruptRecordError as exc:
+        raise CorruptBatchError(str(exc)) from None
+    if any(record.key is None for record in batch.records):
+        raise InvalidRecordError(
+            "compacted topic cannot accept a record without a key (cleanup.policy=compact)"
+        )
 
 
 class Log:
@@ -671,6 +685,8 @@ class Log:
                     raise InvalidRecordError("clients are not allowed to write control records")
                 if validate and not config.log_append_time:
                     self._check_timestamps(header, now_ms)
+                if validate and config.compact and not header.is_control:
+                    _check_keys(buf, pos, size)
             parsed.append(_Batch(pos, header))
             pos += size
         return parsed
