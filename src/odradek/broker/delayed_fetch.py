@@ -41,10 +41,13 @@ class FetchWaiters:
         self.timer = timer
         self.purgatory = DelayedOperationPurgatory("Fetch", timer)
         self._waiting: set[DelayedFetch] = set()
+        self._draining = False
 
     async def wait(
         self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
     ) -> None:
+        if self._draining:
+            return  # shutting down: answer at once with what there is
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(max_wait_ms, ready, done)
         if self.purgatory.try_complete_else_watch(operation, keys):
@@ -59,8 +62,12 @@ class FetchWaiters:
         """Data arrived in a partition: complete the fetches it satisfies."""
         self.purgatory.check_and_complete((topic, partition))
 
-    def close(self) -> None:
-        """At shutdown: answer every waiting fetch now with what there is."""
+    def drain(self) -> None:
+        """Shutdown has begun: answer every waiting fetch now, and wait for no new one."""
+        self._draining = True
         for operation in list(self._waiting):
             operation.force_complete()
+
+    def close(self) -> None:
+        self.drain()
         self.purgatory.shutdown()

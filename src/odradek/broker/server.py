@@ -176,16 +176,22 @@ class KafkaServer:
         if self._stopped.is_set():
             return
         log.info("shutting down")
+        # Requests parked in purgatories would hold the drain below for their whole
+        # timeout (a long-poll fetch, a JoinGroup): answer them now with what there is.
+        try:
+            self.fetch_waiters.drain()
+            await self.group_coordinator.shutdown()  # parked group requests: NOT_COORDINATOR
+        except Exception:  # never let one step keep the logs from a clean close
+            log.exception("answering parked requests failed")
         with contextlib.suppress(Exception):
-            await self.network.shutdown()
+            await self.network.shutdown()  # stop accepting, finish what is in flight
         for task in self._background:
             task.cancel()
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        try:  # never let one step keep the logs from a clean close
+        try:
             self.fetch_waiters.close()
-            await self.group_coordinator.shutdown()
             if self._timer_driver is not None:
                 self._timer_driver.stop()
                 await self._timer_driver.wait_stopped()
