@@ -7,6 +7,8 @@
   picked up once the client's metadata ages out (``metadata_max_age_ms`` set low).
 * One group mixing all three clients (kafka-python, aiokafka, librdkafka) with the range
   assignor: their different subscription versions meet in one leader's assignment.
+* GroupAdmin's decoder of member assignments (DescribeGroups) reads what aiokafka's own
+  ``ConsumerProtocolMemberAssignment`` encodes, and rejects every truncation of it.
 
 kafka-python consumers run in threads (each one's poll() drives its own joins); aiokafka
 consumers share one event loop per test. Every wait is bounded.
@@ -24,10 +26,13 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from odradek.client.group_admin import SyncGroupAdmin
+from odradek.client.group_admin import SyncGroupAdmin, decode_consumer_assignment
 from tests.helpers.broker import BrokerProcess
 
 with warnings.catch_warnings():
@@ -421,3 +426,32 @@ def test_one_group_of_three_different_clients(
     finally:
         kp.stop()
         librdkafka.close()
+
+
+# -- the assignment bytes GroupAdmin decodes ---------------------------------------------------
+
+_topics = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    version=st.integers(0, 3),
+    assignment=st.dictionaries(
+        _topics, st.lists(st.integers(0, 2**31 - 1), max_size=8, unique=True), max_size=5
+    ),
+    user_data=st.one_of(st.none(), st.binary(max_size=16)),
+)
+def test_assignment_decoder_reads_aiokafka_encoding(
+    version: int, assignment: dict[str, list[int]], user_data: bytes | None
+) -> None:
+    encoded = ConsumerProtocolMemberAssignment(
+        version, [(t, p) for t, p in assignment.items()], user_data
+    ).encode()
+    decoded = decode_consumer_assignment(encoded)
+    assert decoded.version == version
+    assert decoded.partitions == tuple((t, p) for t, parts in assignment.items() for p in parts)
+    # Everything shorter than the topic list is refused with ValueError, never a crash.
+    user_data_length = 4 + len(user_data or b"")
+    for cut in range(1, len(encoded) - user_data_length):
+        with pytest.raises(ValueError):
+            decode_consumer_assignment(encoded[:cut])
