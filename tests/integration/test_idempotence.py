@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.records.batch import Record, build_batch
 from tests.helpers.broker import BrokerProcess
-from tests.integration.test_produce_validation import METADATA, RawClient
+from tests.helpers.raw import METADATA, RawClient
 
 pytestmark = pytest.mark.integration
 

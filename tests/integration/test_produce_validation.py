@@ -6,7 +6,6 @@ odradek's protocol layer and kio, and the broker runs as a subprocess.
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -15,38 +14,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.build import build_request
-from odradek.protocol.codec import decode_response, encode_request
+from odradek.protocol.codec import encode_request
 from odradek.records.batch import Record, build_batch
 from odradek.records.header import set_base_offset
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.raw import METADATA, PRODUCE, RawClient
 
 pytestmark = pytest.mark.integration
-
-PRODUCE, METADATA, LIST_OFFSETS, DELETE_RECORDS = 0, 3, 2, 21
-
-
-class RawClient:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, values: dict) -> object:
-        self.correlation += 1
-        request = build_request(api_key, version, values)
-        self.sock.sendall(encode_request(version, self.correlation, "raw", request))
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation, response = decode_response(api_key, version, self._read(size))
-        assert correlation == self.correlation
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +213,11 @@ def test_acks_zero_gets_no_response_but_is_written(client: RawClient) -> None:
     client.sock.sendall(encode_request(9, client.correlation, "raw", request))
     after = produce(client, bytes(batch(1)), partition=1)  # answered: so acks=0 sent nothing
     assert after.base_offset == before.base_offset + 1 + 4
+
+
+def test_illegal_topic_name_is_invalid_topic(client: RawClient) -> None:
+    for name in ("", "bad name", "a" * 250):
+        assert (
+            produce(client, bytes(batch()), topic=name).error_code
+            == ErrorCode.invalid_topic_exception
+        )

@@ -19,7 +19,7 @@ from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.helpers.broker import BrokerProcess
-from tests.integration.test_produce_validation import METADATA, RawClient
+from tests.helpers.raw import METADATA, RawClient
 
 pytestmark = pytest.mark.integration
 

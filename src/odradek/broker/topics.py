@@ -10,6 +10,7 @@ written.
 from __future__ import annotations
 
 import logging
+import resource
 from collections.abc import Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig, ConfigError, parse_value
@@ -18,6 +19,25 @@ from odradek.cluster.metadata import MetadataError, MetadataStore, TopicMetadata
 from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
+
+# Each hosted partition keeps a few files open (the active segment and its indexes, more
+# while reads are in flight); the rest of the descriptor budget is for connections.
+FILES_PER_PARTITION = 3
+RESERVED_FILES = 1024
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (Kafka asks operators for a high
+    ulimit; a broker should not fail on a default of 1024) and return the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
 
 
 class TopicManager:
@@ -28,6 +48,9 @@ class TopicManager:
         self.metadata = metadata
         self.replica_manager = replica_manager
         self._defaults = self._default_log_config(metadata.broker_configs())
+        self.max_partitions = max(
+            1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
+        )
 
     def _default_log_config(self, dynamic: Mapping[str, str]) -> LogConfig:
         """Topic defaults: the broker's static ``log.*`` keys, then its dynamic ones."""
@@ -103,6 +126,7 @@ class TopicManager:
             replication_factor = self.config.get("default.replication.factor")
         overrides = dict(configs or {})
         self.log_config(overrides)  # validate before writing anything
+        self._check_capacity(num_partitions)
         if validate_only:
             self._validate_create(name, num_partitions, replication_factor)
             return None
@@ -110,6 +134,16 @@ class TopicManager:
         self._host(topic)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
+
+    def _check_capacity(self, new_partitions: int) -> None:
+        """Refuse, before writing anything, partitions this process could not keep open."""
+        hosted = len(self.replica_manager.partitions())
+        if hosted + new_partitions > self.max_partitions:
+            raise MetadataError(
+                "INVALID_PARTITIONS",
+                f"{new_partitions} more partitions would make {hosted + new_partitions} on "
+                f"this broker; its open-file limit allows about {self.max_partitions}",
+            )
 
     def _validate_create(self, name: str, num_partitions: int, replication_factor: int) -> None:
         from odradek.cluster.metadata import validate_topic_name
@@ -147,6 +181,7 @@ class TopicManager:
                 f"topic {name!r} has {len(topic.partitions)} partitions; "
                 f"the new count {total} must be larger",
             )
+        self._check_capacity(total - len(topic.partitions))
         if validate_only:
             return
         topic = self.metadata.add_partitions(name, total)

@@ -7,10 +7,19 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import respond
+from odradek.cluster.metadata import MetadataError, validate_topic_name
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
     from odradek.broker.server import KafkaServer
+
+
+def _legal_topic_name(name: str | None) -> bool:
+    try:
+        validate_topic_name(name or "")
+    except MetadataError:
+        return False
+    return True
 
 
 async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
@@ -29,6 +38,8 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
             }
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.invalid_required_acks
+            elif not _legal_topic_name(name):
+                entry["error_code"] = ErrorCode.invalid_topic_exception
             elif partition_data.records is None or len(partition_data.records) == 0:
                 entry["error_code"] = ErrorCode.invalid_record
                 entry["error_message"] = "produce request carried no records"
