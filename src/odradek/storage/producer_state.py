@@ -381,10 +381,11 @@ class ProducerStateManager:
         self._producers.clear()
         self._ongoing.clear()
 
-    def _load_latest_snapshot(self, log_start_offset: int) -> None:
-        """Fill the (cleared) state from the newest readable snapshot, else start empty."""
+    def _load_latest_snapshot(self, log_start_offset: int, offsets: list[int]) -> None:
+        """Fill the (cleared) state from the newest readable snapshot among ``offsets``
+        (ascending, already in range), else start empty."""
         now_ms = self._now_ms()
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(offsets):
             path = self._snapshot_path(offset)
             try:
                 entries = decode_snapshot(path.read_bytes(), str(path))
@@ -404,6 +405,17 @@ class ProducerStateManager:
         if entry.current_txn_first_offset is not None:
             self._ongoing[entry.current_txn_first_offset] = entry.producer_id
 
+    def _drop_snapshots_outside(self, log_start_offset: int, log_end_offset: int) -> list[int]:
+        """Delete snapshots outside the log's range; the ones kept, ascending. One
+        directory listing: opening a log should cost the same however long it is."""
+        kept = []
+        for offset in self.snapshot_offsets():
+            if offset > log_end_offset or offset < log_start_offset:
+                self._delete_snapshot(offset)
+            else:
+                kept.append(offset)
+        return kept
+
     def load(self, log_start_offset: int, log_end_offset: int) -> None:
         """Load the newest snapshot in ``[log_start_offset, log_end_offset]``.
 
@@ -412,11 +424,9 @@ class ProducerStateManager:
         batches from ``map_end_offset`` to ``log_end_offset``.
         """
         with self._lock:
-            for offset in self.snapshot_offsets():
-                if offset > log_end_offset or offset < log_start_offset:
-                    self._delete_snapshot(offset)
+            offsets = self._drop_snapshots_outside(log_start_offset, log_end_offset)
             self._clear()
-            self._load_latest_snapshot(log_start_offset)
+            self._load_latest_snapshot(log_start_offset, offsets)
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
         """The log now spans ``[log_start_offset, log_end_offset)``: drop what is outside.
@@ -425,12 +435,10 @@ class ProducerStateManager:
         snapshot in range; the Log then replays from ``map_end_offset``.
         """
         with self._lock:
-            for offset in self.snapshot_offsets():
-                if offset > log_end_offset or offset < log_start_offset:
-                    self._delete_snapshot(offset)
+            offsets = self._drop_snapshots_outside(log_start_offset, log_end_offset)
             if log_end_offset != self.map_end_offset:
                 self._clear()
-                self._load_latest_snapshot(log_start_offset)
+                self._load_latest_snapshot(log_start_offset, offsets)
             elif self.map_end_offset < log_start_offset:
                 self.map_end_offset = log_start_offset
 
