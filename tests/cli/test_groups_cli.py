@@ -353,3 +353,23 @@ def test_usage_errors_are_one_line(bootstrap: str) -> None:
     odradek("groups", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}").check_error(
         "no broker reachable"
     )
+
+
+def test_describe_offsets_of_a_deleted_topic(bootstrap: str, group_admin: SyncGroupAdmin) -> None:
+    kept, doomed = make_topic(bootstrap), make_topic(bootstrap)
+    group = unique("cli-deleted-topic")
+    group_admin.commit_offsets(group, {(kept, 0): 3, (doomed, 0): 2})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([doomed])[doomed].result(timeout=WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while doomed in admin.list_topics(timeout=WAIT_S).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    described = {
+        r["TOPIC"]: r for r in rows(groups(bootstrap, "describe", "--group", group).check())
+    }
+    assert described[kept]["LOG-END-OFFSET"] == "10" and described[kept]["LAG"] == "7"
+    # Kafka's coordinator drops offsets of deleted topics; if they are still kept, the row
+    # has no log end and no lag instead of failing the whole command.
+    if doomed in described:
+        assert described[doomed]["CURRENT-OFFSET"] == "2"
+        assert described[doomed]["LOG-END-OFFSET"] == "-" and described[doomed]["LAG"] == "-"

@@ -8,6 +8,7 @@
 * A consumer that stays alive while the broker crashes and restarts keeps working: it finds
   the reloaded coordinator, keeps or regains its partitions, commits again, and reads the
   rest with nothing lost.
+* Deleting a group or some of its offsets survives restarts too (tombstones in the log).
 * ``commit(message)`` commits the message's offset + 1; ``commit(offsets=...,
   asynchronous=True)`` reports through ``on_commit``; auto commit
   (``auto.commit.interval.ms``) commits the consumed positions without being asked and once
@@ -335,3 +336,25 @@ def test_auto_commit(restartable: BrokerProcess) -> None:
         }
     finally:
         admin.close()
+
+
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+def test_deletions_survive_restart(restartable: BrokerProcess, how: str) -> None:
+    broker = restartable
+    topic = unique("deletions")
+    fill_topic(broker.bootstrap, topic)
+    gone, partial, kept = unique("g-gone"), unique("g-partial"), unique("g-kept")
+    with SyncGroupAdmin(broker.bootstrap) as admin:
+        admin.commit_offsets(gone, {(topic, 0): 5})
+        admin.commit_offsets(partial, {(topic, 0): 5, (topic, 1): 6})
+        admin.commit_offsets(kept, {(topic, 2): 9})
+        admin.delete_groups([gone])
+        admin.delete_offsets(partial, [(topic, 0)])
+    restart(broker, how)
+    with SyncGroupAdmin(broker.bootstrap) as admin:
+        assert {g.group_id for g in admin.list_groups()} >= {partial, kept}
+        assert gone not in {g.group_id for g in admin.list_groups()}
+        assert admin.describe_group(gone).state == "Dead"
+        assert admin.fetch_offsets(gone) == {}
+        assert committed_via_admin(admin, partial, topic) == {1: 6}
+        assert committed_via_admin(admin, kept, topic) == {2: 9}

@@ -277,7 +277,7 @@ def describe(
                     row.topic,
                     row.partition,
                     "-" if row.committed is None else row.committed,
-                    row.log_end_offset,
+                    "-" if row.log_end_offset is None else row.log_end_offset,
                     "-" if row.lag is None else row.lag,
                     row.member.member_id if row.member else "-",
                     row.member.client_host if row.member else "-",

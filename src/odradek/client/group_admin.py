@@ -164,12 +164,12 @@ class PartitionOffsets:
     topic: str
     partition: int
     committed: int | None  # None: nothing committed
-    log_end_offset: int
+    log_end_offset: int | None  # None: the partition does not exist (any more)
     member: MemberDescription | None  # who it is assigned to right now, if anyone
 
     @property
     def lag(self) -> int | None:
-        if self.committed is None:
+        if self.committed is None or self.log_end_offset is None:
             return None
         return max(self.log_end_offset - self.committed, 0)
 
@@ -729,7 +729,8 @@ class GroupAdmin:
         description: GroupDescription | None = None,
     ) -> list[PartitionOffsets]:
         """kafka-consumer-groups ``--describe``: every partition the group has an offset for
-        or a member is assigned (only ``topics`` if given), sorted by topic and partition."""
+        or a member is assigned (only ``topics`` if given), sorted by topic and partition.
+        Offsets kept for a topic or partition that no longer exists have no log end."""
         group = description or await self.describe_group(group_id)
         committed = await self.fetch_offsets(group_id)
         owners: dict[TopicPartition, MemberDescription] = {}
@@ -740,7 +741,14 @@ class GroupAdmin:
         if topics is not None:
             keep = set(topics)
             partitions = [tp for tp in partitions if tp[0] in keep]
-        ends = await self.log_offsets(partitions, LATEST_TIMESTAMP)
+        cluster = await self._client.metadata(sorted({t for t, _ in partitions}), refresh=True)
+        existing = [
+            tp
+            for tp in partitions
+            if (info := cluster.topics.get(tp[0])) is not None and tp[1] in info.partitions
+        ]
+        ends: dict[TopicPartition, int | None] = dict.fromkeys(partitions, None)
+        ends.update(await self.log_offsets(existing, LATEST_TIMESTAMP))
         return [
             PartitionOffsets(
                 tp[0],
