@@ -229,6 +229,10 @@ class KafkaServer:
             coordinator_node=self._coordinator_node,
             partition_exists=lambda topic, p: self.replica_manager.partition(topic, p) is not None,
         )
+        self.topics.on_topic_deleted = lambda topic, partitions: self._spawn(
+            self.group_coordinator.on_partitions_deleted((topic, p) for p in partitions),
+            f"drop-offsets-{topic}",
+        )
         for api_key, handler in self.group_handlers.handlers().items():
             self._handlers[api_key] = _unbound(handler)
         if self.offsets_topic.exists():
@@ -242,10 +246,18 @@ class KafkaServer:
             if self.offsets_topic.is_local_leader(index):
                 self._spawn(self.group_coordinator.load_partition(index), f"load-offsets-{index}")
 
-    def _spawn(self, coroutine: Awaitable[None], name: str) -> None:
+    def _spawn(self, coroutine: Awaitable[Any], name: str) -> None:
+        """Run a one-off job on the loop; shutdown cancels it if still running."""
         task = asyncio.ensure_future(coroutine)
         task.set_name(name)
         self._background.append(task)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Future[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._background.remove(task)  # type: ignore[arg-type]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background job %s failed: %r", task.get_name(), task.exception())
 
     async def _coordinator_node(self, partition: int) -> tuple[int, str, int] | None:
         # First use creates __consumer_offsets, as Kafka does; its partitions are empty,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import resource
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig, ConfigError, parse_value
 from odradek.broker.replica_manager import ReplicaManager
@@ -48,6 +48,9 @@ class TopicManager:
         self.metadata = metadata
         self.replica_manager = replica_manager
         self._defaults = self._default_log_config(metadata.broker_configs())
+        # Told (topic, partitions) after a topic is deleted; the server uses it to drop
+        # the committed offsets of the deleted partitions.
+        self.on_topic_deleted: Callable[[str, list[int]], None] | None = None
         self.max_partitions = max(
             1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
         )
@@ -170,6 +173,8 @@ class TopicManager:
         for index in topic.partitions:
             self.replica_manager.remove_partition(name, index, delete=True)
         log.info("deleted topic %s", name)
+        if self.on_topic_deleted is not None:
+            self.on_topic_deleted(name, sorted(topic.partitions))
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         topic = self.metadata.topic(name)

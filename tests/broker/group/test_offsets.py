@@ -429,3 +429,24 @@ async def test_describe_group() -> None:
     assert summary is not None and summary.state is GroupState.PREPARING_REBALANCE
     assert summary.protocol == "" and all(m.metadata == b"" for m in summary.members)
     assert h.coordinator.describe_group("unknown") == (ErrorCode.none, None)
+
+
+@run
+async def test_offsets_of_deleted_topics_are_tombstoned() -> None:
+    h = await Harness().start()
+    await simple_commit(h, {("gone", 0): data(5), ("gone", 1): data(6), ("kept", 0): data(7)})
+    await simple_commit(h, {("gone", 0): data(9)}, group="only-gone")
+    removed = await h.coordinator.on_partitions_deleted([("gone", 0), ("gone", 1)])
+    assert removed == 3
+    assert fetched(h, None) == {("kept", 0): (7, "", -1)}
+    # A group left empty and without offsets is gone, metadata tombstone included.
+    assert h.coordinator.group("only-gone") is None
+    tombstoned = [decode_key(k) for _, k, v in h.log.records() if v is None]
+    assert OffsetCommitKey(G, "gone", 0) in tombstoned
+    assert OffsetCommitKey(G, "gone", 1) in tombstoned
+    assert OffsetCommitKey("only-gone", "gone", 0) in tombstoned
+    assert GroupMetadataKey("only-gone") in tombstoned
+    # The state rebuilt from the log agrees.
+    fresh = await h.fresh().start()
+    assert fetched(fresh, None) == {("kept", 0): (7, "", -1)}
+    assert fresh.coordinator.group("only-gone") is None

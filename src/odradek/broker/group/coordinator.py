@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -1308,12 +1308,44 @@ class GroupCoordinator:
         metadata is tombstoned too. Returns the number of offsets expired."""
         now = self.clock()
         retention = self.config.offsets_retention_ms
+        total = await self._cleanup_groups(
+            lambda group: group.remove_expired_offsets(now, retention), "expired"
+        )
+        if total:
+            log.info("expired %d offsets", total)
+        return total
+
+    async def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> int:
+        """Topics were deleted: drop their committed offsets with tombstones, as Kafka's
+        handleDeletedPartitions does, so a topic re-created under the same name does not
+        resume at offsets of the old one. Returns the number of offsets removed."""
+        gone = frozenset(partitions)
+
+        def remove(group: GroupMetadata) -> dict[TopicPartition, CommittedOffset]:
+            removed = {tp: group.offsets[tp] for tp in gone if tp in group.offsets}
+            for tp in removed:
+                del group.offsets[tp]
+            return removed
+
+        total = await self._cleanup_groups(remove, "deleted-topic")
+        if total:
+            log.info("removed %d offsets of deleted partitions", total)
+        return total
+
+    async def _cleanup_groups(
+        self,
+        remove: Callable[[GroupMetadata], Mapping[TopicPartition, CommittedOffset]],
+        reason: str,
+    ) -> int:
+        """Remove offsets chosen by ``remove`` from every owned group and write their
+        tombstones; an empty group left without offsets goes Dead (metadata tombstoned)."""
+        now = self.clock()
         total = 0
         for group in list(self._groups.values()):
             partition = self.partition_for(group.group_id)
             if partition not in self._owned or group.state is GroupState.DEAD:
                 continue
-            removed = group.remove_expired_offsets(now, retention)
+            removed = remove(group)
             dead = False
             if group.state is GroupState.EMPTY and not group.has_offsets():
                 group.transition_to(GroupState.DEAD, now)
@@ -1326,13 +1358,12 @@ class GroupCoordinator:
                 error = await self._write_cleanup(group, removed, group_tombstone=dead)
                 if error is not ErrorCode.none:
                     log.warning(
-                        "tombstones for expired offsets of group %s failed: %s",
+                        "tombstones for %s offsets of group %s failed: %s",
+                        reason,
                         group.group_id,
                         error,
                     )
             total += len(removed)
-        if total:
-            log.info("expired %d offsets", total)
         return total
 
     async def _write_cleanup(
