@@ -150,4 +150,4 @@ def test_sink_options() -> None:
     with pytest.raises(OptionError, match="bootstrap"):
         parse_sink_options({"topic": "x"})
     # Spark hands a streaming sink the query's checkpoint location along with its options.
-    parse_sink_options({**BOOT, "topic": "x", "checkpointLocation": "/tmp/c"})
+    parse_sink_options({**BOOT, "topic": "x", "checkpointLocation": "/tmp/c", "queryName": "q"})

@@ -71,3 +71,19 @@ class ActivityGenerator:
 def heartbeat(ts_ms: int) -> bytes:
     """A record that only advances event time (ignored by the counts)."""
     return json.dumps({"type": HEARTBEAT, "ts": ts_ms}, separators=(",", ":")).encode()
+
+
+def event_time(value: bytes | None) -> int | None:
+    """The ``ts`` of an event or heartbeat record, None for anything else."""
+    try:
+        ts = json.loads(value or b"").get("ts")
+    except (ValueError, AttributeError):
+        return None
+    return ts if isinstance(ts, int) else None
+
+
+def closing_time(last_event_ms: int, window_ms: int, watermark_delay_ms: int) -> int:
+    """The earliest event time that closes the window of ``last_event_ms``: its end plus the
+    watermark delay (Spark closes a window once the watermark reaches its end)."""
+    window_end = (last_event_ms // window_ms + 1) * window_ms
+    return window_end + watermark_delay_ms

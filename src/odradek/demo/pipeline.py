@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,7 +31,13 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from odradek.demo.config import DemoConfig
-from odradek.demo.events import EVENT_TYPES, ActivityGenerator, heartbeat
+from odradek.demo.events import (
+    EVENT_TYPES,
+    ActivityGenerator,
+    closing_time,
+    event_time,
+    heartbeat,
+)
 
 EVENT_SCHEMA = StructType(
     [
@@ -42,8 +49,10 @@ EVENT_SCHEMA = StructType(
         StructField("ts", LongType()),
     ]
 )
-WATERMARK = "20 seconds"
-WINDOW = "1 minute"
+WATERMARK_MS = 20_000
+WINDOW_MS = 60_000
+WATERMARK = f"{WATERMARK_MS // 1000} seconds"
+WINDOW = f"{WINDOW_MS // 1000} seconds"
 
 
 def build_spark(master: str, app_name: str = "odradek-demo") -> SparkSession:
@@ -53,6 +62,7 @@ def build_spark(master: str, app_name: str = "odradek-demo") -> SparkSession:
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
@@ -77,21 +87,29 @@ def read_events(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
 
 
 def counts_per_minute(events: DataFrame) -> DataFrame:
-    """Views and clicks per page per event-time minute, finalised once the watermark passes."""
+    """Views and clicks per page per event-time minute, final once the watermark passes.
+
+    Heartbeats must reach the watermark operator, and Spark's optimizer pushes filters on
+    ordinary columns (even ones written after the aggregation, on a grouping column) below it.
+    So nothing filters rows by type or page: heartbeats count as neither view nor click, and the
+    groups with nothing counted (theirs) are dropped by a filter on the aggregates, which cannot
+    be pushed down.
+    """
     parsed = (
         events.select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
         .select("e.*")
         .withColumn("event_time", F.timestamp_millis("ts"))
         .where(F.col("event_time").isNotNull())
     )
-    # The watermark is taken before the filter, so heartbeats move event time on too.
-    activity = parsed.withWatermark("event_time", WATERMARK).where(F.col("type").isin(*EVENT_TYPES))
+    counted = F.col("type").isin(*EVENT_TYPES)
     return (
-        activity.groupBy(F.window("event_time", WINDOW).alias("w"), F.col("page"))
+        parsed.withWatermark("event_time", WATERMARK)
+        .groupBy(F.window("event_time", WINDOW).alias("w"), F.col("page"))
         .agg(
-            F.sum(F.when(F.col("type") == "page_view", 1).otherwise(0)).alias("views"),
-            F.sum(F.when(F.col("type") == "click", 1).otherwise(0)).alias("clicks"),
+            F.sum(F.when(counted & (F.col("type") == "page_view"), 1).otherwise(0)).alias("views"),
+            F.sum(F.when(counted & (F.col("type") == "click"), 1).otherwise(0)).alias("clicks"),
         )
+        .where((F.col("views") + F.col("clicks")) > 0)
         .select(
             F.col("w.start").alias("minute"),
             "page",
@@ -138,13 +156,13 @@ async def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
     async with Admin(bootstrap) as admin:
         existing = set((await admin.list_topics()).topics)
         wanted = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
-        if not wanted:
-            return
-        try:
-            await admin.create_topics(wanted)
-        except KafkaError as exc:
-            if exc.name != "TOPIC_ALREADY_EXISTS":
-                raise
+        if wanted:
+            try:
+                await admin.create_topics(wanted)
+            except KafkaError as exc:
+                if exc.name != "TOPIC_ALREADY_EXISTS":
+                    raise
+        await admin.client.wait_for_topics(list(topics))
 
 
 class GeneratorThread(threading.Thread):
@@ -155,10 +173,10 @@ class GeneratorThread(threading.Thread):
         self.cfg = cfg
         self.produced = 0
         self.error: BaseException | None = None
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
         try:
@@ -171,16 +189,20 @@ class GeneratorThread(threading.Thread):
 
         cfg = self.cfg
         generator = ActivityGenerator(seed=cfg.seed)
-        last_ts = 0
         async with Producer(cfg.bootstrap_server, linger_ms=20, compression_type="lz4") as producer:
+            # A previous run's heartbeat moved event time ahead of the wall clock; start after
+            # it, or the checkpointed watermark would drop this run's events as late.
+            resume_at = await last_event_time(producer.client, cfg.events_topic)
+            skew_ms = max(0, resume_at + 1000 - int(time.time() * 1000))
+            last_ts = now_ms = int(time.time() * 1000) + skew_ms
             started = time.monotonic()
             pending = []
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 elapsed = time.monotonic() - started
                 if elapsed >= cfg.duration:
                     break
                 due = int(elapsed * cfg.events_per_second) - self.produced
-                now_ms = int(time.time() * 1000)
+                now_ms = int(time.time() * 1000) + skew_ms
                 for _ in range(max(due, 0)):
                     event = generator.event(now_ms)
                     last_ts = max(last_ts, event.ts)
@@ -191,10 +213,30 @@ class GeneratorThread(threading.Thread):
                     pending.clear()
                 await asyncio.sleep(0.02)
             await asyncio.gather(*pending)
-            # Event time past the last window plus the watermark delay closes every window;
-            # one record is enough, as the watermark follows the largest event time seen.
-            close_at = max(last_ts, int(time.time() * 1000)) + 2 * 60_000
+            # One record is enough to close every window: the watermark follows the largest
+            # event time seen.
+            close_at = closing_time(max(last_ts, now_ms), WINDOW_MS, WATERMARK_MS)
             await producer.send_and_wait(cfg.events_topic, heartbeat(close_at))
+
+
+async def last_event_time(client: Any, topic: str) -> int:
+    """The largest ``ts`` among the last record of each partition of ``topic`` (0 if none)."""
+    from odradek.client.fetcher import Consumer
+    from odradek.records.batch import decode_batches
+
+    consumer = Consumer(client)
+    await consumer.start()
+    partitions = (await client.metadata([topic])).partitions_for(topic)
+    ends = await consumer.list_offsets({(topic, p): -1 for p in partitions})
+    latest = 0
+    for (_, partition), (end, _) in ends.items():
+        if end <= 0:
+            continue
+        fetched = await consumer.fetch_raw(topic, partition, end - 1, 1_048_576)
+        for batch in decode_batches(fetched.records):
+            for record in batch.records:
+                latest = max(latest, event_time(record.value) or 0)
+    return latest
 
 
 def print_results(spark: SparkSession, cfg: DemoConfig, produced: int) -> int:
@@ -225,10 +267,9 @@ def print_results(spark: SparkSession, cfg: DemoConfig, produced: int) -> int:
         .load()
         .count()
     )
-    console.print(
-        f"events produced this run: {produced}; events counted in the warehouse (all runs): "
-        f"{total}; rows in topic '{cfg.results_topic}': {topic_rows}"
-    )
+    print(f"events produced this run: {produced}")
+    print(f"events counted in the warehouse (all runs): {total}")
+    print(f"rows in topic '{cfg.results_topic}': {topic_rows}")
     return len(rows)
 
 

@@ -109,7 +109,7 @@ _SINK_KAFKA_PARAMS = (
     "kafka.security.protocol",
 )
 # Options Spark itself sets or passes along (a streaming sink sees the query's checkpoint).
-_SPARK_INTERNAL = ("path", "paths", "checkpointLocation")
+_SPARK_INTERNAL = ("path", "paths", "checkpointLocation", "queryName")
 
 # Kafka params Spark's connector refuses, with its reason (the source manages offsets itself).
 _UNSUPPORTED_SOURCE_PARAMS = {
