@@ -18,12 +18,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.core import KafkaClient
+from odradek.client.core import ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
 from odradek.client.fetcher import (
@@ -135,7 +134,7 @@ def _offset_spec(spec: str | int) -> int:
     )
 
 
-class Admin:
+class Admin(ClientUser):
     """Async admin client: ``async with Admin("host:9092") as admin: ...``."""
 
     def __init__(
@@ -148,19 +147,10 @@ class Admin:
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        if isinstance(client_or_bootstrap, KafkaClient):
-            self._client = client_or_bootstrap
-            self._owns_client = False
-        else:
-            self._client = KafkaClient(
-                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-            self._owns_client = True
+        self._attach_client(
+            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._closed = False
-
-    @property
-    def client(self) -> KafkaClient:
-        return self._client
 
     async def start(self) -> None:
         if self._closed:
@@ -170,20 +160,7 @@ class Admin:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            if self._owns_client:
-                await self._client.close()
-
-    async def __aenter__(self) -> Admin:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+            await self._close_client()
 
     # -- plumbing ------------------------------------------------------------------------------
 

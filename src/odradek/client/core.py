@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from kio.schema.errors import ErrorCode
 
@@ -99,7 +99,29 @@ def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int
     return result
 
 
-class KafkaClient:
+class AsyncResource:
+    """``async with`` for the client objects: ``start()`` on entry, ``close()`` on exit."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class KafkaClient(AsyncResource):
     """Async client core. Use ``async with KafkaClient("host:9092") as client: ...``."""
 
     def __init__(
@@ -150,18 +172,6 @@ class KafkaClient:
         self._connecting.clear()
         for connection in connections:
             await connection.close("client closed")
-
-    async def __aenter__(self) -> KafkaClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     @property
     def closed(self) -> bool:
@@ -476,3 +486,38 @@ class KafkaClient:
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"topics {list(topics)} not ready after {timeout_ms} ms")
             await asyncio.sleep(self.retry_backoff_ms / 1000)
+
+
+class ClientUser(AsyncResource):
+    """Base of objects built on one KafkaClient (producer, consumer, admins).
+
+    Given a KafkaClient they borrow it and leave it open; given a bootstrap address they
+    make their own and close it with themselves.
+    """
+
+    _client: KafkaClient
+    _owns_client: bool
+
+    def _attach_client(
+        self,
+        client_or_bootstrap: KafkaClient | str | Sequence[str],
+        *,
+        client_id: str,
+        request_timeout_ms: int,
+    ) -> None:
+        if isinstance(client_or_bootstrap, KafkaClient):
+            self._client = client_or_bootstrap
+            self._owns_client = False
+        else:
+            self._client = KafkaClient(
+                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            )
+            self._owns_client = True
+
+    @property
+    def client(self) -> KafkaClient:
+        return self._client
+
+    async def _close_client(self) -> None:
+        if self._owns_client:
+            await self._client.close()

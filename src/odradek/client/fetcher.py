@@ -32,12 +32,11 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.core import METADATA_REFRESH_ERRORS, KafkaClient
+from odradek.client.core import METADATA_REFRESH_ERRORS, ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
 from odradek.client.versions import FETCH, LIST_OFFSETS
@@ -166,7 +165,7 @@ class _PartitionState:
         self.high_watermark: int | None = None
 
 
-class Consumer:
+class Consumer(ClientUser):
     """Assign-based async consumer. ``assign([("t", 0)])`` then ``await poll()``."""
 
     def __init__(
@@ -200,21 +199,12 @@ class Consumer:
         self.check_crcs = check_crcs
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        if isinstance(client_or_bootstrap, KafkaClient):
-            self._client = client_or_bootstrap
-            self._owns_client = False
-        else:
-            self._client = KafkaClient(
-                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-            self._owns_client = True
+        self._attach_client(
+            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._started = False
         self._closed = False
-
-    @property
-    def client(self) -> KafkaClient:
-        return self._client
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -229,20 +219,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        await self._close_client()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -43,12 +43,11 @@ import asyncio
 import struct
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.core import KafkaClient
+from odradek.client.core import ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
 from odradek.client.fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
@@ -274,7 +273,7 @@ def _by_topic(partitions: Sequence[TopicPartition]) -> dict[str, list[int]]:
     return grouped
 
 
-class GroupAdmin:
+class GroupAdmin(ClientUser):
     """Async consumer-group administration: ``async with GroupAdmin("host:9092") as admin``."""
 
     def __init__(
@@ -287,20 +286,11 @@ class GroupAdmin:
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        if isinstance(client_or_bootstrap, KafkaClient):
-            self._client = client_or_bootstrap
-            self._owns_client = False
-        else:
-            self._client = KafkaClient(
-                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-            self._owns_client = True
+        self._attach_client(
+            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._coordinators: dict[str, int] = {}
         self._closed = False
-
-    @property
-    def client(self) -> KafkaClient:
-        return self._client
 
     async def start(self) -> None:
         if self._closed:
@@ -310,20 +300,7 @@ class GroupAdmin:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            if self._owns_client:
-                await self._client.close()
-
-    async def __aenter__(self) -> GroupAdmin:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+            await self._close_client()
 
     # -- plumbing ------------------------------------------------------------------------------
 

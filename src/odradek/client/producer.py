@@ -51,12 +51,11 @@ import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.core import METADATA_REFRESH_ERRORS, KafkaClient
+from odradek.client.core import METADATA_REFRESH_ERRORS, ClientUser, KafkaClient
 from odradek.client.entities import build_request, epoch_ms
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
 from odradek.client.partitioner import Partitioner, PartitionerFn
@@ -200,7 +199,7 @@ def _parse_acks(acks: int | str) -> int:
     return value
 
 
-class Producer:
+class Producer(ClientUser):
     """Async Kafka producer: ``async with Producer("host:9092") as p: await p.send_and_wait(...)``.
 
     Configuration names and defaults are the Java producer's (``linger.ms`` -> ``linger_ms``).
@@ -253,14 +252,9 @@ class Producer:
         self.buffer_memory = buffer_memory
         self.max_block_ms = max_block_ms
         self.partitioner = Partitioner(partitioner)
-        if isinstance(client_or_bootstrap, KafkaClient):
-            self._client = client_or_bootstrap
-            self._owns_client = False
-        else:
-            self._client = KafkaClient(
-                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-            self._owns_client = True
+        self._attach_client(
+            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._queues: dict[TopicPartition, collections.deque[_Batch]] = {}
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._in_flight_per_node: collections.Counter[int] = collections.Counter()
@@ -281,10 +275,6 @@ class Producer:
         self.producer_epoch = -1
         self._bump_requested = False
         self._fatal: ClientError | None = None
-
-    @property
-    def client(self) -> KafkaClient:
-        return self._client
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -336,20 +326,7 @@ class Producer:
             batch.fail(error)
         self._sent.clear()
         self._closed = True
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        await self._close_client()
 
     # -- sending -------------------------------------------------------------------------------
 
