@@ -1,0 +1,55 @@
+"""`odradek server` refuses bad configuration with one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", "server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--override", "no.such.key=1"], "unknown config key 'no.such.key'"),
+        (["--override", "num.partitions=many"], "num.partitions: expected int"),
+        (["--override", "listeners=SSL://127.0.0.1:1"], "only PLAINTEXT"),
+        (["--override", "justakey"], "--override expects key=value"),
+        (["missing.properties"], "cannot read config file"),
+    ],
+)
+def test_bad_config_is_one_line(tmp_path: Path, args: list[str], fragment: str) -> None:
+    result = run_server(*args, cwd=tmp_path)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and fragment in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_server(
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dir={tmp_path / 'data'}",
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
