@@ -221,3 +221,29 @@ def test_illegal_topic_name_is_invalid_topic(client: RawClient) -> None:
             produce(client, bytes(batch()), topic=name).error_code
             == ErrorCode.invalid_topic_exception
         )
+
+
+def test_acks_all_needs_min_insync_replicas(client: RawClient) -> None:
+    client.call(METADATA, 9, {"topics": [{"name": "isr"}], "allow_auto_topic_creation": True})
+    client.call(
+        44,
+        0,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "isr",
+                    "configs": [
+                        {"name": "min.insync.replicas", "config_operation": 0, "value": "2"}
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    # One broker: the ISR is the leader alone, fewer than the two acks=all now needs.
+    assert (
+        produce(client, bytes(batch()), topic="isr", acks=-1).error_code
+        == ErrorCode.not_enough_replicas
+    )
+    assert produce(client, bytes(batch()), topic="isr", acks=1).error_code == ErrorCode.none

@@ -198,13 +198,13 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview,
         *,
         required_acks: int,
-        min_insync_replicas: int = 1,
     ) -> AppendResult:
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
         if partition.leader_id != self.broker_id:
             return AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
+        min_insync_replicas = partition.log.config.min_insync_replicas
         if required_acks == -1 and len(partition.isr) < min_insync_replicas:
             return AppendResult(
                 error_code=NOT_ENOUGH_REPLICAS,

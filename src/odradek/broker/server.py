@@ -36,7 +36,7 @@ from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager
 from odradek.cluster.local_store import LocalMetadataStore
-from odradek.cluster.metadata import BrokerInfo, MetadataStore, TopicMetadata
+from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
 from odradek.storage.cleaner import LogCleaner
@@ -338,11 +338,6 @@ class KafkaServer:
         return hosted.high_watermark if hosted is not None else None
 
     # Helpers for handlers ---------------------------------------------------------------
-
-    def min_insync_replicas(self, topic: TopicMetadata | None) -> int:
-        if topic is None:
-            return 1
-        return self.topics.log_config(topic.configs).min_insync_replicas
 
     def broker_topic_overrides(self) -> set[str]:
         """Topic-level keys whose broker default was set by config (not Kafka's default)."""

@@ -80,6 +80,13 @@ def _writer(entity_type: type) -> Any:
     return entity_writer(entity_type)
 
 
+def _readonly(payload: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """kio's leaf readers accept only read-only buffers; frames arrive as bytearrays."""
+    if isinstance(payload, bytearray) or (isinstance(payload, memoryview) and not payload.readonly):
+        return memoryview(payload).toreadonly()
+    return payload
+
+
 def decode_request(
     payload: bytes | bytearray | memoryview,
     versions: Mapping[int, tuple[int, int]] = SUPPORTED,
@@ -89,6 +96,7 @@ def decode_request(
     ``versions`` is the table to accept (the broker passes what it advertises).
     Raises ``DecodeError`` as described in the module docstring.
     """
+    payload = _readonly(payload)
     if len(payload) >= 4:
         (api_key,) = _INT16.unpack_from(payload, 0)
         known = api_key in versions
@@ -189,6 +197,7 @@ def decode_response(
     An ApiVersions response with UNSUPPORTED_VERSION is decoded as v0 whatever version
     was sent: that is how a broker answers a version it does not know.
     """
+    payload = _readonly(payload)
     correlation_id, offset = parse_response_header(api_key, api_version, payload)
     versions_to_try = [api_version]
     if api_key == API_VERSIONS and api_version != 0 and len(payload) >= offset + 2:

@@ -19,6 +19,8 @@ __all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "FrameTooLargeError", "fram
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # socket.request.max.bytes
 SIZE_PREFIX = 4
+# Frames up to this size get their buffer in one allocation (see FrameDecoder._begin_body).
+PREALLOCATE_LIMIT = 4 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
 
@@ -54,7 +56,7 @@ class FrameDecoder:
     caller answers them, as Kafka does, then sees :attr:`error` and closes).
     """
 
-    __slots__ = ("_buffer", "_error", "_expected", "max_frame_size")
+    __slots__ = ("_buffer", "_error", "_expected", "_filled", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 0:
@@ -64,6 +66,7 @@ class FrameDecoder:
         # Size of the frame being assembled in _buffer (prefix already consumed), or -1
         # while the size prefix itself is incomplete.
         self._expected = -1
+        self._filled = 0  # bytes of the frame body received so far
         self._error: FrameTooLargeError | None = None
 
     @property
@@ -74,7 +77,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame (including a partial size prefix)."""
-        return len(self._buffer)
+        return self._filled if self._expected >= 0 else len(self._buffer)
 
     @property
     def pending_frame_size(self) -> int | None:
@@ -107,7 +110,7 @@ class FrameDecoder:
         position = 0
         end = len(view)
 
-        if self._buffer:
+        if self._buffer or self._expected >= 0:
             # Finish the frame (or size prefix) that earlier reads started.
             if self._expected < 0:
                 need = SIZE_PREFIX - len(self._buffer)
@@ -117,27 +120,23 @@ class FrameDecoder:
                     return frames
                 (size,) = _SIZE.unpack_from(self._buffer)
                 self._check(size)
-                self._expected = size
-                self._buffer.clear()
-            need = self._expected - len(self._buffer)
-            take = min(need, end - position)
-            self._buffer += view[position : position + take]
-            position += take
-            if len(self._buffer) < self._expected:
-                return frames
-            frames.append(bytes(self._buffer))
-            self._buffer.clear()
-            self._expected = -1
-        elif self._expected > 0:
-            # The prefix arrived alone in the previous read; the body starts here.
-            take = min(self._expected, end)
-            if take == self._expected:
-                frames.append(view[:take])
-                position = take
-                self._expected = -1
+                self._begin_body(size)
+            take = min(self._expected - self._filled, end - position)
+            if self._filled + take <= len(self._buffer):
+                # Preallocated: one copy from the socket's bytes, no reallocation.
+                self._buffer[self._filled : self._filled + take] = view[position : position + take]
             else:
-                self._buffer += view
+                self._buffer += view[position : position + take]
+            self._filled += take
+            position += take
+            if self._filled < self._expected:
                 return frames
+            # Hand the buffer itself over (the handler may rewrite it in place) and start
+            # a new one, rather than copying it out and clearing it.
+            frames.append(self._buffer)
+            self._buffer = bytearray()
+            self._filled = 0
+            self._expected = -1
 
         # Fast path: whole frames that lie inside this read are sliced, not copied.
         while end - position >= SIZE_PREFIX:
@@ -145,11 +144,24 @@ class FrameDecoder:
             self._check(size)
             start = position + SIZE_PREFIX
             if end - start < size:
-                self._expected = size
-                self._buffer += view[start:end]
+                self._begin_body(size)
+                take = end - start
+                self._buffer[:take] = view[start:end]
+                self._filled = take
                 return frames
             frames.append(view[start : start + size])
             position = start + size
         if position < end:
-            self._buffer += view[position:end]
+            self._buffer += view[position:end]  # a partial size prefix
         return frames
+
+    def _begin_body(self, size: int) -> None:
+        """Start assembling a frame of ``size`` bytes (its prefix already consumed).
+
+        Frames up to PREALLOCATE_LIMIT get their whole buffer at once, so the body is
+        copied exactly once; larger ones grow as bytes arrive, so a peer cannot make us
+        reserve up to socket.request.max.bytes per connection with four bytes.
+        """
+        self._expected = size
+        self._filled = 0
+        self._buffer = bytearray(min(size, PREALLOCATE_LIMIT))

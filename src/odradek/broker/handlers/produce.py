@@ -44,13 +44,8 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                 entry["error_code"] = ErrorCode.invalid_record
                 entry["error_message"] = "produce request carried no records"
             else:
-                topic_meta = server.metadata.topic(name)
                 result = server.replica_manager.append(
-                    name,
-                    index,
-                    partition_data.records,
-                    required_acks=acks,
-                    min_insync_replicas=server.min_insync_replicas(topic_meta),
+                    name, index, partition_data.records, required_acks=acks
                 )
                 entry["error_code"] = ErrorCode(result.error_code)
                 entry["base_offset"] = result.base_offset
