@@ -104,3 +104,27 @@ def test_frames_before_a_bad_size_in_the_same_read_are_returned_then_the_error()
     assert isinstance(decoder.error, FrameTooLargeError)
     with pytest.raises(FrameTooLargeError):
         decoder.feed(b"more")
+
+
+@pytest.mark.parametrize("size", [0, 1, 3 * 1024 * 1024, 5 * 1024 * 1024])
+def test_large_frames_in_small_reads_arrive_whole_and_writable(size: int) -> None:
+    """Below the preallocation limit the body is copied once into its own buffer; above it
+    the buffer grows with the bytes that arrive. Either way the frame is handed over as a
+    writable buffer, so the broker can rewrite batch offsets in it without another copy."""
+    payload = bytes(i % 251 for i in range(size))
+    stream = frame(payload) * 2
+    decoder = FrameDecoder(max_frame_size=8 * 1024 * 1024)
+    frames = []
+    for start in range(0, len(stream), 65_537):
+        frames += decoder.feed(stream[start : start + 65_537])
+        assert decoder.buffered <= size + 4
+    assert [bytes(f) for f in frames] == [payload, payload]
+    assert decoder.buffered == 0 and decoder.pending_frame_size is None
+
+
+def test_a_claimed_size_is_not_reserved_up_front() -> None:
+    decoder = FrameDecoder(max_frame_size=100 * 1024 * 1024)
+    decoder.feed(struct.pack(">i", 90 * 1024 * 1024) + b"abc")
+    assert decoder.pending_frame_size == 90 * 1024 * 1024
+    assert decoder.buffered == 3
+    assert len(decoder._buffer) <= 4 * 1024 * 1024  # bounded by the preallocation limit
