@@ -122,11 +122,9 @@ class FrameDecoder:
                 self._check(size)
                 self._begin_body(size)
             take = min(self._expected - self._filled, end - position)
-            if self._filled + take <= len(self._buffer):
-                # Preallocated: one copy from the socket's bytes, no reallocation.
-                self._buffer[self._filled : self._filled + take] = view[position : position + take]
-            else:
-                self._buffer += view[position : position + take]
+            # Within the preallocated part this is one copy with no reallocation; past it
+            # (frames over PREALLOCATE_LIMIT) the slice assignment grows the buffer.
+            self._buffer[self._filled : self._filled + take] = view[position : position + take]
             self._filled += take
             position += take
             if self._filled < self._expected:
