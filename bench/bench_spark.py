@@ -111,6 +111,7 @@ def main() -> int:
             SparkSession.builder.master(args.master)
             .appName("odradek-bench")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(args.partitions))
             .config("spark.driver.memory", "2g")
             .getOrCreate()

@@ -47,6 +47,12 @@ from odradek.records.header import HEADER_SIZE, BatchHeader, iter_headers
 from odradek.spark.schema import ARROW_HEADERS_TYPE, ARROW_TIMESTAMP, arrow_source_schema
 
 _MIN_RECORD_BODY = 6  # attributes + five one-byte varints: the smallest possible record
+# Runs of equal-size records: candidates compared per attempt, shortest run worth taking, and
+# how many records are decoded one by one after a failed attempt (doubling up to the maximum).
+_RUN_WINDOW = 1024
+_MIN_RUN = 8
+_FIRST_STRETCH = 16
+_MAX_STRETCH = 4096
 _INT32_LIMIT = 2**31 - 1
 
 
@@ -87,37 +93,83 @@ def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
             raise CorruptRecordError(f"varint at byte {pos} is longer than 10 bytes")
 
 
-def _scan_records(
-    data: bytes, pos: int, end: int, count: int, starts: list[int], ends: list[int]
-) -> None:
-    """Append the body bounds of ``count`` records found in ``data[pos:end]``.
+def _scan_one(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Bounds ``(body start, record end)`` of the record whose length varint is at ``pos``."""
+    byte = data[pos]
+    if byte < 0x80:
+        raw = byte
+        body = pos + 1
+    else:
+        second = data[pos + 1]
+        if second < 0x80:
+            raw = (byte & 0x7F) | (second << 7)
+            body = pos + 2
+        else:
+            raw, body = _read_uvarint(data, pos)
+    length = (raw >> 1) ^ -(raw & 1)
+    if length < _MIN_RECORD_BODY or body + length > end:
+        raise CorruptRecordError(
+            f"record at byte {pos} claims {length} bytes; {end - body} left in its batch"
+        )
+    return body, body + length
 
-    The one per-record Python loop of this module, kept to the length varint; the common
-    one- and two-byte lengths are decoded inline.
+
+def _scan_records(
+    data: bytes,
+    arr: np.ndarray,
+    pos: int,
+    end: int,
+    count: int,
+    starts: list[np.ndarray],
+    ends: list[np.ndarray],
+) -> None:
+    """Append the body bounds of the ``count`` records in ``data[pos:end]``.
+
+    Finding where records start is sequential (each length is a varint), so it is the one
+    per-record Python loop of this module, except where records come in runs of equal size, as
+    fixed-width keys and values give: then, after decoding one record, the length prefixes of
+    the records that would follow at the same stride are compared with its prefix all at once.
+    A record whose prefix matches has the same size, so by induction every record of the
+    matching run starts where the stride says. Where sizes vary, records are decoded one by one,
+    with ever longer stretches between attempts at a run, so varying sizes cost little extra.
     """
-    append_start = starts.append
-    append_end = ends.append
+    remaining = count
+    stretch = _FIRST_STRETCH
     try:
-        for _ in range(count):
-            byte = data[pos]
-            if byte < 0x80:
-                raw = byte
-                pos += 1
-            else:
-                second = data[pos + 1]
-                if second < 0x80:
-                    raw = (byte & 0x7F) | (second << 7)
-                    pos += 2
-                else:
-                    raw, pos = _read_uvarint(data, pos)
-            length = (raw >> 1) ^ -(raw & 1)
-            if length < _MIN_RECORD_BODY or pos + length > end:
-                raise CorruptRecordError(
-                    f"record at byte {pos} claims {length} bytes; {end - pos} left in its batch"
-                )
-            append_start(pos)
-            pos += length
-            append_end(pos)
+        while remaining:
+            first = pos
+            body, record_end = _scan_one(data, pos, end)
+            prefix = body - first
+            stride = record_end - first
+            window = min(remaining, (end - first) // stride, _RUN_WINDOW)
+            run = 1
+            if window >= _MIN_RUN:
+                candidates = first + stride * np.arange(window, dtype=np.int64)
+                same = arr[candidates] == data[first]
+                for j in range(1, prefix):
+                    same &= arr[candidates + j] == data[first + j]
+                mismatches = np.flatnonzero(~same)
+                run = int(mismatches[0]) if mismatches.size else window
+            if run >= _MIN_RUN:
+                begins = first + stride * np.arange(run, dtype=np.int64)
+                starts.append(begins + prefix)
+                ends.append(begins + stride)
+                pos = first + run * stride
+                remaining -= run
+                stretch = _FIRST_STRETCH
+                continue
+            one_starts = [body]
+            one_ends = [record_end]
+            pos = record_end
+            remaining -= 1
+            for _ in range(min(remaining, stretch)):
+                body, pos = _scan_one(data, pos, end)
+                one_starts.append(body)
+                one_ends.append(pos)
+            remaining -= len(one_starts) - 1
+            starts.append(np.array(one_starts, dtype=np.int64))
+            ends.append(np.array(one_ends, dtype=np.int64))
+            stretch = min(stretch * 2, _MAX_STRETCH)
     except IndexError:
         raise CorruptRecordError(
             f"record batch truncated inside a record length at {pos}"
@@ -285,23 +337,27 @@ def decode_fetch(
 
     # One contiguous buffer for all records: the fetch bytes themselves when nothing was
     # compressed, else the record sections joined (one memcpy of the fetch).
-    starts: list[int] = []
-    ends: list[int] = []
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
     if any_compressed:
         sections = [
             body if body is not None else view[begin : begin - HEADER_SIZE + header.size]
             for header, begin, body in wanted
         ]
         data = b"".join(sections)
+        arr = np.frombuffer(data, dtype=np.uint8)
         begin = 0
         for (header, _, _), section in zip(wanted, sections, strict=True):
-            _scan_records(data, begin, begin + len(section), header.records_count, starts, ends)
+            _scan_records(
+                data, arr, begin, begin + len(section), header.records_count, starts, ends
+            )
             begin += len(section)
     else:
         data = data_in
+        arr = np.frombuffer(data, dtype=np.uint8)
         for header, begin, _ in wanted:
             end = begin - HEADER_SIZE + header.size
-            _scan_records(data, begin, end, header.records_count, starts, ends)
+            _scan_records(data, arr, begin, end, header.records_count, starts, ends)
     return _columns(
         data,
         [header for header, _, _ in wanted],
@@ -319,8 +375,8 @@ def decode_fetch(
 def _columns(
     data: bytes,
     headers: list[BatchHeader],
-    starts_list: list[int],
-    ends_list: list[int],
+    starts_list: list[np.ndarray],
+    ends_list: list[np.ndarray],
     *,
     topic: str,
     partition: int,
@@ -330,8 +386,8 @@ def _columns(
     next_offset: int,
 ) -> DecodedChunk:
     arr = np.frombuffer(data, dtype=np.uint8)
-    starts = np.array(starts_list, dtype=np.int64)
-    ends = np.array(ends_list, dtype=np.int64)
+    starts = np.concatenate(starts_list)
+    ends = np.concatenate(ends_list)
     reps = np.array([h.records_count for h in headers], dtype=np.int64)
     base_offsets = np.repeat(np.array([h.base_offset for h in headers], dtype=np.int64), reps)
     base_times = np.repeat(np.array([h.base_timestamp for h in headers], dtype=np.int64), reps)

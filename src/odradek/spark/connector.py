@@ -33,6 +33,8 @@ from kio.schema.errors import ErrorCode
 
 from odradek.client.errors import ClientError, KafkaError
 from odradek.records.batch import Record
+from odradek.records.errors import CorruptRecordError
+from odradek.records.header import iter_headers
 from odradek.spark.columnar import AbortedTransaction, decode_fetch
 from odradek.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
 from odradek.spark.partitioning import partitions_for_keys
@@ -60,8 +62,12 @@ class _Loop:
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coro)
+    def run(self, awaitable: Coroutine[Any, Any, T] | asyncio.Future[T]) -> T:
+        return self._loop.run_until_complete(awaitable)
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start ``coro`` as a task; it progresses whenever :meth:`run` runs the loop."""
+        return self._loop.create_task(coro)
 
     def close(self) -> None:
         if not self._loop.is_closed():
@@ -177,41 +183,101 @@ class ClusterOffsets:
 # --- executor side: reading ---------------------------------------------------------------------
 
 
+def _offset_after(records: bytes, end_offset: int) -> int | None:
+    """Where the fetch after this one starts: past the last whole batch (headers only)."""
+    following = None
+    try:
+        for _, header in iter_headers(records, verify_crc=False):
+            if header.base_offset >= end_offset:
+                return end_offset
+            following = header.next_offset
+    except CorruptRecordError:
+        return None  # the decoder reports it properly
+    return following
+
+
+class _RangeFetcher:
+    """Fetches of one partition, one request ahead of the decoding (as Kafka's consumer pipelines
+    its fetches): the broker reads and sends the next chunk while this process decodes."""
+
+    def __init__(self, options: SourceOptions, topic: str, partition: int) -> None:
+        from odradek.client.fetcher import Consumer
+
+        self.options = options
+        self.topic = topic
+        self.partition = partition
+        self.loop = _Loop()
+        self.consumer = Consumer(
+            options.bootstrap_servers,
+            fetch_max_bytes=options.fetch_max_bytes,
+            max_partition_fetch_bytes=options.max_partition_fetch_bytes,
+            isolation_level=options.isolation_level,
+            request_timeout_ms=options.request_timeout_ms,
+            client_id=options.client_id,
+        )
+        self._ahead: tuple[int, asyncio.Task[Any]] | None = None
+
+    def start(self) -> None:
+        self.loop.run(self.consumer.start())
+
+    def _request(self, offset: int) -> asyncio.Task[Any]:
+        task = self.loop.spawn(
+            self.consumer.fetch_raw(
+                self.topic,
+                self.partition,
+                offset,
+                self.options.max_partition_fetch_bytes,
+                max_wait_ms=FETCH_MAX_WAIT_MS,
+                isolation_level=self.options.isolation_level,
+            )
+        )
+        self.loop.run(asyncio.sleep(0))  # runs the task until the request is on the wire
+        return task
+
+    def prefetch(self, offset: int) -> None:
+        if self._ahead is None:
+            self._ahead = (offset, self._request(offset))
+
+    def _settle_ahead(self) -> None:
+        if self._ahead is not None:
+            _, task = self._ahead
+            self._ahead = None
+            # Let it finish rather than cancel it mid-request: the connection stays in step.
+            self.loop.run(asyncio.gather(task, return_exceptions=True))
+
+    def fetch(self, offset: int) -> Any:
+        if self._ahead is not None and self._ahead[0] == offset:
+            task = self._ahead[1]
+            self._ahead = None
+        else:
+            self._settle_ahead()
+            task = self._request(offset)
+        return self.loop.run(task)
+
+    def close(self) -> None:
+        try:
+            self._settle_ahead()
+            self.loop.run(self.consumer.close())
+        finally:
+            self.loop.close()
+
+
 def read_range(
     options: SourceOptions, topic: str, partition: int, from_offset: int, until_offset: int
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records at offsets ``[from_offset, until_offset)`` of one partition."""
     if from_offset >= until_offset:
         return
-    from odradek.client.fetcher import Consumer
-
-    loop = _Loop()
-    consumer = Consumer(
-        options.bootstrap_servers,
-        fetch_max_bytes=options.fetch_max_bytes,
-        max_partition_fetch_bytes=options.max_partition_fetch_bytes,
-        isolation_level=options.isolation_level,
-        request_timeout_ms=options.request_timeout_ms,
-        client_id=options.client_id,
-    )
+    fetcher = _RangeFetcher(options, topic, partition)
     read_committed = options.isolation_level == "read_committed"
     where = f"{topic}-{partition}"
     try:
-        loop.run(consumer.start())
+        fetcher.start()
         position = from_offset
         deadline = time.monotonic() + options.poll_timeout_ms / 1000
         while position < until_offset:
             try:
-                fetched = loop.run(
-                    consumer.fetch_raw(
-                        topic,
-                        partition,
-                        position,
-                        options.max_partition_fetch_bytes,
-                        max_wait_ms=FETCH_MAX_WAIT_MS,
-                        isolation_level=options.isolation_level,
-                    )
-                )
+                fetched = fetcher.fetch(position)
             except (ClientError, KafkaError) as exc:
                 if not _retriable(exc) or time.monotonic() > deadline:
                     raise
@@ -241,6 +307,10 @@ def read_range(
                     raise exc
                 time.sleep(RETRY_INTERVAL_S)
                 continue
+            records = fetched.records or b""
+            following = _offset_after(records, until_offset)
+            if following is not None and position < following < until_offset:
+                fetcher.prefetch(following)
             aborted = None
             if read_committed:
                 aborted = [
@@ -248,7 +318,7 @@ def read_range(
                     for a in fetched.aborted_transactions or ()
                 ]
             chunk = decode_fetch(
-                fetched.records or b"",
+                records,
                 topic=topic,
                 partition=partition,
                 start_offset=position,
@@ -280,10 +350,7 @@ def read_range(
             if readable_end <= position:
                 time.sleep(FETCH_MAX_WAIT_MS / 1000)
     finally:
-        try:
-            loop.run(consumer.close())
-        finally:
-            loop.close()
+        fetcher.close()
 
 
 # --- executor side: writing ---------------------------------------------------------------------
