@@ -55,6 +55,7 @@ def test_retention_precedence() -> None:
         ({"listeners": "nonsense"}, "expected PLAINTEXT://host:port"),
         ({"log.message.timestamp.type": "Wallclock"}, "must be one of"),
         ({"num.partitions": str(2**31)}, "expected int"),
+        ({"zookeeper.connect": "127.0.0.1:2181"}, "not supported yet"),
     ],
 )
 def test_bad_config_is_one_clear_line(props: dict[str, str], fragment: str) -> None:

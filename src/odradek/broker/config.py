@@ -66,6 +66,13 @@ def _cleanup_policy(value: Any) -> str | None:
     return None
 
 
+def _no_cluster_yet(value: Any) -> str | None:
+    # Accepting the key and running a lone broker anyway would surprise anyone who set it.
+    if value:
+        return "ZooKeeper clusters are not supported yet; leave it empty for the embedded broker"
+    return None
+
+
 _KEYS: list[ConfigKey] = [
     # Identity and listeners.
     ConfigKey("broker.id", "int", 0, "This broker's id.", _at_least(0)),
@@ -270,7 +277,13 @@ _KEYS: list[ConfigKey] = [
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
     ),
-    ConfigKey("zookeeper.connect", "string", "", "ZooKeeper for clusters; empty = embedded."),
+    ConfigKey(
+        "zookeeper.connect",
+        "string",
+        "",
+        "ZooKeeper for clusters; empty = the embedded single broker.",
+        _no_cluster_yet,
+    ),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
     ConfigKey("controlled.shutdown.enable", "bool", True, "Move leadership away before stopping."),
 ]
