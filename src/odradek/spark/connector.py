@@ -52,6 +52,8 @@ RETRY_INTERVAL_S = 0.1
 # Batches of one write task in flight at once: enough to keep the broker busy while the next
 # Arrow batch is converted, few enough to bound memory.
 MAX_PENDING_BATCHES = 32
+# Arrow bytes collected from consecutive fetches before they go to Spark as one batch.
+YIELD_BYTES = 4 * 1024 * 1024
 # Fetches wait at most this long for data that should already be there.
 FETCH_MAX_WAIT_MS = 100
 
@@ -262,6 +264,10 @@ class _RangeFetcher:
             self.loop.close()
 
 
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
 def read_range(
     options: SourceOptions, topic: str, partition: int, from_offset: int, until_offset: int
 ) -> Iterator[pa.RecordBatch]:
@@ -273,6 +279,10 @@ def read_range(
     where = f"{topic}-{partition}"
     try:
         fetcher.start()
+        # Decoded fetches are handed to Spark a few at a time: fewer, larger Arrow batches
+        # cost Spark less per row.
+        pending: list[pa.RecordBatch] = []
+        pending_bytes = 0
         position = from_offset
         deadline = time.monotonic() + options.poll_timeout_ms / 1000
         while position < until_offset:
@@ -300,7 +310,7 @@ def read_range(
                     "planned for",
                     options.fail_on_data_loss,
                 )
-                return
+                break
             if error:
                 exc = KafkaError(error, f"fetching {where} at offset {position}")
                 if not exc.retriable or time.monotonic() > deadline:
@@ -327,7 +337,12 @@ def read_range(
                 aborted_transactions=aborted,
             )
             if chunk.batch is not None:
-                yield chunk.batch
+                pending.append(chunk.batch)
+                pending_bytes += chunk.batch.nbytes
+                if pending_bytes >= YIELD_BYTES:
+                    yield _combined(pending)
+                    pending = []
+                    pending_bytes = 0
             if chunk.next_offset > position:
                 position = chunk.next_offset
                 deadline = time.monotonic() + options.poll_timeout_ms / 1000
@@ -346,9 +361,11 @@ def read_range(
                     f"readable end is {readable_end}",
                     options.fail_on_data_loss,
                 )
-                return
+                break
             if readable_end <= position:
                 time.sleep(FETCH_MAX_WAIT_MS / 1000)
+        if pending:
+            yield _combined(pending)
     finally:
         fetcher.close()
 
