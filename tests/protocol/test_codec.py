@@ -354,3 +354,26 @@ def test_hostile_array_length_is_a_decode_error_not_an_abort() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "refused"
+
+
+def test_produce_records_are_a_writable_slice_of_a_writable_frame() -> None:
+    """The broker assigns offsets in place: records of a request decoded from a bytearray
+    are a writable view into it (no copy); from read-only bytes they are plain bytes."""
+    records = b"\x00" * 70
+    request = build_request(
+        PRODUCE,
+        9,
+        {
+            "acks": 1,
+            "timeout": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    frame = bytearray(encode_request(9, 7, "c", request)[4:])
+    _header, decoded = decode_request(frame)
+    data = decoded.topic_data[0].partition_data[0].records
+    assert isinstance(data, memoryview) and not data.readonly
+    data[0] = 0xAB  # lands in the frame itself
+    assert 0xAB in frame
+    _header, from_bytes = decode_request(bytes(frame))
+    assert isinstance(from_bytes.topic_data[0].partition_data[0].records, bytes)

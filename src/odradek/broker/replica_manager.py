@@ -215,8 +215,12 @@ class ReplicaManager:
             )
         log_ = partition.log
         try:
-            # The log rewrites base offsets in place, so it needs its own mutable copy.
-            info = log_.append_as_leader(bytearray(records), leader_epoch=partition.leader_epoch)
+            # The log rewrites base offsets in place. A request's records arrive as a
+            # writable slice of the request buffer (nobody reads it after us): use it as
+            # it is; anything else gets a mutable copy.
+            if not (isinstance(records, memoryview) and not records.readonly):
+                records = bytearray(records)
+            info = log_.append_as_leader(records, leader_epoch=partition.leader_epoch)
         except DuplicateSequenceError as dup:
             return AppendResult(
                 base_offset=dup.first_offset,

@@ -28,6 +28,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
+from odradek.protocol import lenient
 from odradek.protocol.errors import DecodeError, ErrorCode
 from odradek.protocol.headers import (
     RequestHeader,
@@ -96,7 +97,20 @@ def decode_request(
     ``versions`` is the table to accept (the broker passes what it advertises).
     Raises ``DecodeError`` as described in the module docstring.
     """
+    writable = None
+    if isinstance(payload, bytearray) or (isinstance(payload, memoryview) and not payload.readonly):
+        writable = memoryview(payload)
     payload = _readonly(payload)
+    token = lenient.writable_source.set(writable)
+    try:
+        return _decode_request(payload, versions)
+    finally:
+        lenient.writable_source.reset(token)
+
+
+def _decode_request(
+    payload: bytes | memoryview, versions: Mapping[int, tuple[int, int]]
+) -> tuple[RequestHeader, object]:
     if len(payload) >= 4:
         (api_key,) = _INT16.unpack_from(payload, 0)
         known = api_key in versions

@@ -18,6 +18,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
@@ -76,6 +77,34 @@ def _entity_reader(entity_type: type, nullable: bool) -> Reader:
     return read
 
 
+# Set by decode_request while it decodes a request frame that is a writable buffer: record
+# data is then returned as a writable slice of it (no copy), so the broker can assign
+# offsets in place. Otherwise (responses, read-only frames) record data is copied to bytes.
+writable_source: ContextVar[memoryview | None] = ContextVar("writable_source", default=None)
+
+
+def _records_reader(flexible: bool, optional: bool) -> Reader:
+    def read(buffer: Any, offset: int) -> tuple[Any, int]:
+        if flexible:
+            length, used = read_unsigned_varint(buffer, offset)
+            length -= 1  # compact bytes: length + 1, 0 is null
+        else:
+            length, used = read_legacy_array_length(buffer, offset)
+        if length < 0:
+            if not optional:
+                raise ValueError("null record set where one is required")
+            return None, used
+        start = offset + used
+        end = start + length
+        if end > len(buffer):
+            raise ValueError(f"record set of {length} bytes runs past the end of the request")
+        source = writable_source.get()
+        data = source[start:end] if source is not None else bytes(buffer[start:end])
+        return data, used + length
+
+    return read
+
+
 @cache
 def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[str, Reader]]]:
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]
@@ -97,6 +126,8 @@ def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[
             reader = _array_reader(item, flexible)
         elif dataclasses.is_dataclass(annotation):
             reader = _entity_reader(annotation, nullable=optional)  # type: ignore[arg-type]
+        elif field.metadata["kafka_type"] == "records":
+            reader = _records_reader(flexible, optional)
         else:
             reader = get_reader(field.metadata["kafka_type"], flexible, optional)
         if tag is None:

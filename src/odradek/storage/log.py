@@ -169,6 +169,11 @@ def _stamp_timestamp(buf: bytearray, pos: int, header: BatchHeader, *, log_appen
     _CRC_FIELD.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, header.size))
 
 
+def _is_writable(data: bytes | bytearray | memoryview) -> bool:
+    """A buffer the log may rewrite in place (base offsets, leader epochs, timestamps)."""
+    return isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
+
+
 def _check_keys(buf: bytearray, pos: int, size: int) -> None:
     """Compacted topics need a key on every record (Kafka's LogValidator does the same
     per-record check, so compacted topics are the one produce path that decodes records)."""
@@ -496,7 +501,7 @@ class Log:
 
     def append_as_leader(
         self,
-        batches: bytearray | bytes,
+        batches: bytearray | bytes | memoryview,
         *,
         leader_epoch: int = 0,
         validate: bool = True,
@@ -512,7 +517,7 @@ class Log:
         """
         if origin not in ORIGINS or origin == ORIGIN_REPLICATION:
             raise ValueError(f"append_as_leader: unsupported origin {origin!r}")
-        buf = batches if isinstance(batches, bytearray) else bytearray(batches)
+        buf = batches if _is_writable(batches) else bytearray(batches)
         config = self.config
         with self._lock:
             self._check_open()
