@@ -126,7 +126,9 @@ class _Batch:
     def __init__(self, tp: TopicPartition, now: float) -> None:
         self.tp = tp
         self.records: list[Record] = []
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        # One per record from send(); send_batch() only wants the first record's, so the
+        # rest are None (a future per record was half the Spark sink's CPU).
+        self.futures: list[asyncio.Future[RecordMetadata] | None] = []
         self.size = _BATCH_OVERHEAD
         self.created = now
         self.closed = False
@@ -146,7 +148,7 @@ class _Batch:
 
     def fail(self, error: BaseException) -> None:
         for future in self.futures:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(error)
         if not self.done.done():
             self.done.set_result(None)
@@ -154,7 +156,7 @@ class _Batch:
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         topic, partition = self.tp
         for index, (record, future) in enumerate(zip(self.records, self.futures, strict=True)):
-            if future.done():
+            if future is None or future.done():
                 continue
             offset = base_offset + index if base_offset >= 0 else -1
             timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp_ms
@@ -415,13 +417,13 @@ class Producer(ClientUser):
         batch = _Batch(tp, time.monotonic())
         loop = asyncio.get_running_loop()
         batch.records = copies
-        batch.futures = [loop.create_future() for _ in copies]
+        first: asyncio.Future[RecordMetadata] = loop.create_future()
+        batch.futures = [first, *([None] * (len(copies) - 1))]
         batch.size = size
         batch.closed = True
         queue.append(batch)
         self._wakeup.set()
-        results = await asyncio.gather(*batch.futures)
-        return results[0]
+        return await first
 
     async def flush(self) -> None:
         """Send every buffered record now and wait until each is acknowledged or failed."""
