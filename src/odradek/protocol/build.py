@@ -167,33 +167,27 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
 
 
 @cache
+def _top_level_class(api_key: int, api_version: int, entity_type: EntityType) -> type:
+    module = load_payload_module(api_key, api_version, entity_type)
+    for name in dir(module):
+        obj = getattr(module, name)
+        if (
+            isinstance(obj, type)
+            and dataclasses.is_dataclass(obj)
+            and getattr(obj, "__type__", None) is entity_type
+        ):
+            return obj
+    raise LookupError(f"kio has no {entity_type.name} class for api {api_key} v{api_version}")
+
+
 def response_class(api_key: int, api_version: int) -> type:
     """The top-level kio response class for (api_key, api_version)."""
-    module = load_payload_module(api_key, api_version, EntityType.response)
-    for name in dir(module):
-        obj = getattr(module, name)
-        if (
-            isinstance(obj, type)
-            and dataclasses.is_dataclass(obj)
-            and getattr(obj, "__type__", None) is EntityType.response
-        ):
-            return obj
-    raise LookupError(f"kio has no response class for api {api_key} v{api_version}")
+    return _top_level_class(api_key, api_version, EntityType.response)
 
 
-@cache
 def request_class(api_key: int, api_version: int) -> type:
     """The top-level kio request class for (api_key, api_version)."""
-    module = load_payload_module(api_key, api_version, EntityType.request)
-    for name in dir(module):
-        obj = getattr(module, name)
-        if (
-            isinstance(obj, type)
-            and dataclasses.is_dataclass(obj)
-            and getattr(obj, "__type__", None) is EntityType.request
-        ):
-            return obj
-    raise LookupError(f"kio has no request class for api {api_key} v{api_version}")
+    return _top_level_class(api_key, api_version, EntityType.request)
 
 
 def build_response(api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:

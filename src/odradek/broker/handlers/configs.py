@@ -185,7 +185,14 @@ def _current_overrides(server: KafkaServer, resource_type: int, name: str) -> di
     raise MetadataError("INVALID_REQUEST", f"resource type {resource_type} is not supported")
 
 
-async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+def _alter_each(
+    server: KafkaServer,
+    ctx: RequestContext,
+    request: Any,
+    new_overrides: Callable[[Any], dict[str, str]],
+) -> Any:
+    """Answer an (Incremental)AlterConfigs request: each resource's overrides become what
+    ``new_overrides(resource)`` says, or the resource gets the error it raised."""
     validate = bool(request.validate_only)
     responses = []
     for resource in request.resources:
@@ -196,57 +203,58 @@ async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request
             "error_message": None,
         }
         try:
-            # Legacy AlterConfigs replaces the whole set of overrides.
-            configs = {c.name: c.value for c in resource.configs if c.value is not None}
+            configs = new_overrides(resource)
             _apply(server, resource.resource_type, resource.resource_name, configs, validate)
         except (MetadataError, ConfigError) as exc:
             name = exc.error_name if isinstance(exc, MetadataError) else "INVALID_CONFIG"
             entry.update(error_code=error_code(name), error_message=str(exc))
         responses.append(entry)
     return respond(ctx, {"throttle_time": 0, "responses": responses})
+
+
+async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    # Legacy AlterConfigs replaces the whole set of overrides.
+    return _alter_each(
+        server,
+        ctx,
+        request,
+        lambda resource: {c.name: c.value for c in resource.configs if c.value is not None},
+    )
 
 
 async def handle_incremental_alter_configs(
     server: KafkaServer, ctx: RequestContext, request: Any
 ) -> Any:
-    validate = bool(request.validate_only)
-    responses = []
-    for resource in request.resources:
-        entry: dict[str, Any] = {
-            "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-        }
-        try:
-            configs = _current_overrides(server, resource.resource_type, resource.resource_name)
-            for change in resource.configs:
-                op = int(change.config_operation)
-                if op == SET:
-                    if change.value is None:
-                        raise MetadataError("INVALID_REQUEST", f"SET {change.name} needs a value")
-                    configs[change.name] = change.value
-                elif op == DELETE:
-                    configs.pop(change.name, None)
-                elif op in (APPEND, SUBTRACT):
-                    if change.name not in _LIST_KEYS and not change.name.endswith("cleanup.policy"):
-                        raise MetadataError("INVALID_CONFIG", f"{change.name} is not a list config")
-                    current = configs.get(change.name)
-                    if current is None:
-                        effective = server.topics.default_log_config.to_properties()
-                        current = effective.get(change.name.removeprefix("log."), "")
-                    items = [v for v in current.split(",") if v]
-                    values = [v for v in (change.value or "").split(",") if v]
-                    if op == APPEND:
-                        items += [v for v in values if v not in items]
-                    else:
-                        items = [v for v in items if v not in values]
-                    configs[change.name] = ",".join(items)
-                else:
-                    raise MetadataError("INVALID_REQUEST", f"unknown config operation {op}")
-            _apply(server, resource.resource_type, resource.resource_name, configs, validate)
-        except (MetadataError, ConfigError) as exc:
-            name = exc.error_name if isinstance(exc, MetadataError) else "INVALID_CONFIG"
-            entry.update(error_code=error_code(name), error_message=str(exc))
-        responses.append(entry)
-    return respond(ctx, {"throttle_time": 0, "responses": responses})
+    return _alter_each(
+        server, ctx, request, lambda resource: _incremental_overrides(server, resource)
+    )
+
+
+def _incremental_overrides(server: KafkaServer, resource: Any) -> dict[str, str]:
+    """The resource's current overrides with SET/DELETE/APPEND/SUBTRACT applied."""
+    configs = _current_overrides(server, resource.resource_type, resource.resource_name)
+    for change in resource.configs:
+        op = int(change.config_operation)
+        if op == SET:
+            if change.value is None:
+                raise MetadataError("INVALID_REQUEST", f"SET {change.name} needs a value")
+            configs[change.name] = change.value
+        elif op == DELETE:
+            configs.pop(change.name, None)
+        elif op in (APPEND, SUBTRACT):
+            if change.name not in _LIST_KEYS and not change.name.endswith("cleanup.policy"):
+                raise MetadataError("INVALID_CONFIG", f"{change.name} is not a list config")
+            current = configs.get(change.name)
+            if current is None:
+                effective = server.topics.default_log_config.to_properties()
+                current = effective.get(change.name.removeprefix("log."), "")
+            items = [v for v in current.split(",") if v]
+            values = [v for v in (change.value or "").split(",") if v]
+            if op == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [v for v in items if v not in values]
+            configs[change.name] = ",".join(items)
+        else:
+            raise MetadataError("INVALID_REQUEST", f"unknown config operation {op}")
+    return configs
