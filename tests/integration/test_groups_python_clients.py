@@ -136,10 +136,18 @@ class KafkaPythonMember:
         try:
             consumer = KafkaConsumer(**self._config)
             try:
+                # kafka-python 3.0.12 re-enables its heartbeat only when a poll() sees its
+                # JoinGroup finish; a join that outlasts the poll timeout completes in the
+                # background and the member then never heartbeats again (it is expired
+                # after session.timeout.ms, against any Kafka broker). Joins wait for the
+                # other members (up to a heartbeat interval), so poll well beyond that, and
+                # learn the topics first so stale metadata does not force a second join.
+                for topic in self._subscription.get("topics", ()):
+                    consumer.partitions_for_topic(topic)
                 consumer.subscribe(**self._subscription)
                 deadline = time.monotonic() + 100  # far beyond any test's bound
                 while not self._stop.is_set() and time.monotonic() < deadline:
-                    batches = consumer.poll(timeout_ms=100)
+                    batches = consumer.poll(timeout_ms=1500)
                     with self._lock:
                         self.assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
                         for tp, records in batches.items():
