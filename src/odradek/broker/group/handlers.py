@@ -41,6 +41,19 @@ from odradek.broker.group.coordinator import (
 )
 from odradek.broker.group.group import GroupState
 from odradek.protocol.build import build_response
+from odradek.protocol.versions import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 
 __all__ = [
     "GROUP_API_VERSIONS",
@@ -49,17 +62,6 @@ __all__ = [
     "NodeAddress",
 ]
 
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-DELETE_GROUPS = 42
-OFFSET_DELETE = 47
 
 # Versions these handlers implement with Kafka's semantics (kio's range minus the topic-id
 # versions of OffsetCommit/OffsetFetch). The protocol layer decides what is advertised.
