@@ -530,42 +530,25 @@ class GroupCoordinator:
                     )
                 )
                 return args.future
-            future = group.update_member(
+            return self._update_member_and_rebalance(
+                group,
                 member,
-                args.protocols,
-                args.rebalance_timeout_ms,
-                args.session_timeout_ms,
-                args.future,
+                args,
+                f"static member {args.group_instance_id} changed the selected protocol",
             )
-            self._prepare_rebalance(
-                group, f"static member {args.group_instance_id} changed the selected protocol"
-            )
-            assert future is not None
-            return future
         if group.state is GroupState.COMPLETING_REBALANCE:
             # The leader may be assigning to the old id: start over with the new one.
-            future = group.update_member(
+            return self._update_member_and_rebalance(
+                group,
                 member,
-                args.protocols,
-                args.rebalance_timeout_ms,
-                args.session_timeout_ms,
-                args.future,
+                args,
+                f"static member {args.group_instance_id} rejoined during a sync",
             )
-            self._prepare_rebalance(
-                group, f"static member {args.group_instance_id} rejoined during a sync"
-            )
-            assert future is not None
-            return future
         if group.state is GroupState.PREPARING_REBALANCE:
-            future = group.update_member(
-                member,
-                args.protocols,
-                args.rebalance_timeout_ms,
-                args.session_timeout_ms,
-                args.future,
+            # Already rebalancing: the member just joins it (no new rebalance starts).
+            return self._update_member_and_rebalance(
+                group, member, args, f"static member {args.group_instance_id} rejoined"
             )
-            assert future is not None
-            return future
         return JoinGroupResult(ErrorCode.coordinator_not_available, "")  # Empty/Dead: no member
 
     async def _store_static_member_replacement(
