@@ -92,11 +92,6 @@ class Partition:
             return True
         return False
 
-    def reset_high_watermark(self, value: int) -> None:
-        self._set_high_watermark(
-            max(self.log.log_start_offset, min(value, self.log.log_end_offset))
-        )
-
     def _set_high_watermark(self, value: int) -> None:
         self._high_watermark = value
         # The log bounds retention, DeleteRecords and compaction by it.

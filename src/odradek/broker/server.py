@@ -34,7 +34,7 @@ from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.timing_wheel import Timer, TimerDriver
-from odradek.broker.topics import TopicManager
+from odradek.broker.topics import TopicManager, broker_log_defaults
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
@@ -111,11 +111,11 @@ class KafkaServer:
         self.metadata = LocalMetadataStore(
             self.data_dir, broker_info, self.config.get("cluster.id") or None
         )
-        # Static defaults here; dynamic broker configs and per-topic overrides are applied
-        # by the topic manager when it hosts each partition right after.
+        # Per-topic overrides are applied again by the topic manager when it hosts each
+        # partition right after; the defaults are the same ones it derives.
         self.log_manager = LogManager(
             self.data_dir,
-            _static_defaults(self.config),
+            broker_log_defaults(self.config, self.metadata.broker_configs()),
             clock=self._clock,
             producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"),
             topic_config=self._topic_log_config,
@@ -129,7 +129,6 @@ class KafkaServer:
             clock=self._clock,
         )
         self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
-        self.log_manager.default_config = self.topics.default_log_config
         self.topics.load_all()
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.cleaner: LogCleaner | None = None
@@ -392,18 +391,8 @@ def _unbound(handler: Callable[[Any, Any], Awaitable[Any]]) -> Handler:
     return call
 
 
-def _static_defaults(config: BrokerConfig):  # type: ignore[no-untyped-def]
-    from odradek.storage.config import LogConfig
-
-    return LogConfig.from_properties(config.topic_defaults())
-
-
 async def run_server(config: BrokerConfig) -> None:
     """Start a broker and serve until SIGTERM/SIGINT (the `odradek server` command)."""
-    try:
-        import uvloop  # noqa: F401  (installed as the loop policy by the CLI)
-    except ImportError:  # pragma: no cover
-        pass
     server = KafkaServer(config)
     await server.start()
     await server.serve_forever()

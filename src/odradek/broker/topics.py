@@ -40,6 +40,24 @@ def raise_open_file_limit() -> int:
     return soft
 
 
+def broker_log_defaults(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogConfig:
+    """Topic defaults: the broker's static ``log.*`` keys, then its dynamic ones."""
+    props = config.topic_defaults()
+    for key, value in dynamic.items():
+        spec = KEYS.get(key)
+        if spec is None or spec.topic_key is None:
+            raise MetadataError("INVALID_CONFIG", f"{key} is not a dynamic broker config")
+        try:
+            parse_value(spec, value)
+        except ConfigError as exc:
+            raise MetadataError("INVALID_CONFIG", str(exc)) from None
+        props[spec.topic_key] = value
+    try:
+        return LogConfig.from_properties(props)
+    except ValueError as exc:
+        raise MetadataError("INVALID_CONFIG", f"broker log defaults: {exc}") from None
+
+
 class TopicManager:
     def __init__(
         self, config: BrokerConfig, metadata: MetadataStore, replica_manager: ReplicaManager
@@ -47,7 +65,7 @@ class TopicManager:
         self.config = config
         self.metadata = metadata
         self.replica_manager = replica_manager
-        self._defaults = self._default_log_config(metadata.broker_configs())
+        self._defaults = broker_log_defaults(config, metadata.broker_configs())
         # Told (topic, partitions) after a topic is deleted; the server uses it to drop
         # the committed offsets of the deleted partitions.
         self.on_topic_deleted: Callable[[str, list[int]], None] | None = None
@@ -55,26 +73,9 @@ class TopicManager:
             1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
         )
 
-    def _default_log_config(self, dynamic: Mapping[str, str]) -> LogConfig:
-        """Topic defaults: the broker's static ``log.*`` keys, then its dynamic ones."""
-        props = self.config.topic_defaults()
-        for key, value in dynamic.items():
-            spec = KEYS.get(key)
-            if spec is None or spec.topic_key is None:
-                raise MetadataError("INVALID_CONFIG", f"{key} is not a dynamic broker config")
-            try:
-                parse_value(spec, value)
-            except ConfigError as exc:
-                raise MetadataError("INVALID_CONFIG", str(exc)) from None
-            props[spec.topic_key] = value
-        try:
-            return LogConfig.from_properties(props)
-        except ValueError as exc:
-            raise MetadataError("INVALID_CONFIG", f"broker log defaults: {exc}") from None
-
     def set_broker_overrides(self, dynamic: Mapping[str, str], *, validate_only: bool) -> None:
         """Change the broker's dynamic topic defaults and apply them to every topic."""
-        defaults = self._default_log_config(dynamic)
+        defaults = broker_log_defaults(self.config, dynamic)
         if validate_only:
             return
         self.metadata.set_broker_configs(dict(dynamic))

@@ -20,7 +20,3 @@ def respond(ctx: RequestContext, values: dict[str, Any]) -> Any:
 def error_code(name: str) -> ErrorCode:
     """ErrorCode from a Kafka error name such as ``TOPIC_ALREADY_EXISTS``."""
     return ErrorCode[name.lower()]
-
-
-def version(ctx: RequestContext) -> int:
-    return ctx.header.api_version
