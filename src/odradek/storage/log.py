@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,15 +243,20 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        segment_sizes: Sequence[tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.time,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (or create) the log in ``directory``.
 
         After a clean shutdown nothing is read from the segments: the recovery point
-        checkpointed at shutdown is the log end offset. Otherwise every segment from the
-        one holding ``recovery_point`` is validated batch by batch and cut at the first
-        bad byte (later segments are then deleted), and indexes are rebuilt.
+        checkpointed at shutdown is the log end offset, provided every segment file
+        still has the ``(base offset, size)`` recorded at shutdown (``segment_sizes``,
+        see :meth:`segment_sizes`). Otherwise -- no clean shutdown, or a file that
+        changed since (truncated, extended, missing, added), or no sizes recorded --
+        every segment from the one holding ``recovery_point`` (or the first changed
+        one) is validated batch by batch and cut at the first bad byte (later segments
+        are then deleted), and indexes are rebuilt.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -259,13 +264,19 @@ class Log:
             directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
         with log._lock:
-            log._load(recovery_point, log_start_offset, clean_shutdown)
+            log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
         return log
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+    def _load(
+        self,
+        recovery_point: int,
+        log_start_offset: int,
+        clean_shutdown: bool,
+        segment_sizes: Sequence[tuple[int, int]] | None,
+    ) -> None:
         if self._epoch_cache_lost:
             recovery_point, clean_shutdown = 0, False
         now_ms = self._now_ms()
@@ -275,6 +286,20 @@ class Log:
             LogSegment.open(self.directory, base, self.config, now_ms=now_ms) for base in bases
         ]
         self._bases = list(bases)
+        if clean_shutdown and self._segments:
+            changed = self._changed_since_shutdown(segment_sizes)
+            if changed is not None:
+                # Kafka's rule: a clean shutdown only lets recovery be skipped while the
+                # files are what the shutdown left; otherwise recover, or the log end
+                # offset would point past a torn batch (acknowledged appends after it
+                # could not be read, and a later crash recovery would cut them off).
+                offset, reason = changed
+                logger.warning(
+                    "%s: %s since the clean shutdown; recovering from offset %d",
+                    self.directory.name, reason, offset,
+                )  # fmt: skip
+                clean_shutdown = False
+                recovery_point = min(recovery_point, offset)
         if not self._segments:
             start = max(log_start_offset, 0)
             self._add_segment(LogSegment.create(self.directory, start, self.config, now_ms=now_ms))
@@ -357,6 +382,27 @@ class Log:
         swap.change_file_suffix("")
         swap.close()
         logs.add(base)
+
+    def _changed_since_shutdown(
+        self, recorded: Sequence[tuple[int, int]] | None
+    ) -> tuple[int, str] | None:
+        """``(offset to recover from, why)`` if the segment files are not exactly the
+        ``(base offset, size)`` list recorded at the clean shutdown; None if they are.
+
+        Costs one stat per segment and reads no data."""
+        segments = self._segments
+        if recorded is None:
+            return segments[-1].base_offset, "no segment sizes were recorded"
+        for i, segment in enumerate(segments):
+            name = segment.log_path.name
+            if i >= len(recorded) or recorded[i][0] != segment.base_offset:
+                return segment.base_offset, f"the segment files differ from {name} on"
+            size, expected = segment.size, recorded[i][1]
+            if size != expected:
+                return segment.base_offset, f"{name} is {size} bytes, not {expected}"
+        if len(recorded) > len(segments):
+            return segments[-1].base_offset, "segment files after the last one are missing"
+        return None
 
     def _trust_recovery_point(self, recovery_point: int) -> bool:
         """After a clean shutdown the recovery point is the log end offset; check it
@@ -478,6 +524,12 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    def segment_sizes(self) -> list[tuple[int, int]]:
+        """``(base offset, bytes)`` of every segment, oldest first: recorded at a clean
+        shutdown so that the next :meth:`open` can tell whether a file changed since."""
+        with self._lock:
+            return [(segment.base_offset, segment.size) for segment in self._segments]
 
     @property
     def size_in_bytes(self) -> int:

@@ -473,6 +473,7 @@ class LogSegment:
                 pos, expected = self._resume_point(from_offset)
             except (CorruptIndexError, StorageError):
                 pos, expected = 0, self.base_offset
+        resumed = pos > 0
         if pos == 0:
             self.offset_index.reset()
             self.time_index.reset()
@@ -517,6 +518,11 @@ class LogSegment:
             os.ftruncate(fd, pos)
             self._size = pos
             self._log_dirty = True
+        if resumed and from_offset is not None and expected < from_offset:
+            # Data below the recovery point is gone (damaged or cut after its fsync): the
+            # index entries kept for it may point at or past the new end, where the next
+            # offset would then be read from. Rebuild them from what is left.
+            self.rebuild_indexes()
         return truncated
 
     def _resume_point(self, from_offset: int) -> tuple[int, int]:
