@@ -19,7 +19,7 @@ CRC-covered) and writes the buffer with one ``write``; a read finds the start po
 with the sparse offset index and a short header scan and returns file regions for
 ``sendfile``. Records are decoded only to recompress for a topic whose
 ``compression.type`` differs from the producer's codec, and to answer ListOffsets by
-timestamp (one batch).
+timestamp or MAX_TIMESTAMP (one batch each).
 
 Thread safety: one re-entrant lock per Log. Appends and reads (event loop) and
 retention, truncation and flush bookkeeping (other threads) hold it; the fsyncs of a
@@ -980,14 +980,15 @@ class Log:
             if timestamp_ms == LATEST_TIMESTAMP:
                 return self._log_end_offset, NO_TIMESTAMP
             if timestamp_ms == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
+                latest: LogSegment | None = None
                 for segment in self._segments:
                     ts = segment.max_timestamp
-                    if ts >= 0 and (best is None or ts > best[1]):
-                        best = (segment.offset_of_max_timestamp, ts)
-                if best is not None and best[0] < self.log_start_offset:
-                    return self.log_start_offset, best[1]
-                return best
+                    if ts >= 0 and (latest is None or ts > latest.max_timestamp):
+                        latest = segment  # the first segment holding the largest
+                found = None if latest is None else latest.find_max_timestamp_record()
+                if found is not None and found[0] < self.log_start_offset:
+                    return self.log_start_offset, found[1]
+                return found
             if timestamp_ms < 0:
                 raise ValueError(f"unsupported special timestamp {timestamp_ms}")
             for i, segment in enumerate(self._segments):
