@@ -1079,41 +1079,53 @@ class Log:
 
     def delete_retained_segments(self) -> int:
         """Delete the oldest segments beyond retention.ms or retention.bytes (when
-        cleanup.policy has delete) or wholly below the log start offset. The active
-        segment and segments reaching above the high watermark are kept. Files are
-        renamed ``.deleted`` and removed after file.delete.delay.ms. Returns the count."""
+        cleanup.policy has delete) or wholly below the log start offset; returns the count.
+
+        Kafka's deletableSegments rule: oldest first while a rule holds, never a segment
+        reaching above the high watermark, never an empty active segment. A non-empty
+        active segment is deleted too when it breaches retention (a quiet topic past
+        retention.ms, or retention.bytes 0): a new empty segment is rolled at the log
+        end offset first, as a log always keeps one, and the log start offset becomes
+        the log end offset. Files are renamed ``.deleted`` and removed after
+        file.delete.delay.ms."""
         with self._lock:
             if self._closed:
                 return 0
             now_ms = self._now_ms()
             config = self.config
             bound = self._retention_bound()
-            candidates = self._segments[:-1]  # never the active segment
+            segments = self._segments
+            # The segments any rule may reach: all but an empty active one.
+            eligible = len(segments) if segments[-1].size > 0 else len(segments) - 1
             count = 0
 
-            def next_base(i: int) -> int:
-                return self._bases[i + 1]
+            def upper(i: int) -> int:  # the offset segment i ends before
+                return self._bases[i + 1] if i + 1 < len(self._bases) else self._log_end_offset
 
-            while count < len(candidates) and next_base(count) <= self.log_start_offset:
+            # Wholly below the log start offset (never the active segment).
+            while count < len(segments) - 1 and self._bases[count + 1] <= self.log_start_offset:
                 count += 1
             if config.delete and config.retention_ms >= 0:
                 i = 0
-                while i < len(candidates) and (
-                    now_ms - candidates[i].largest_timestamp() > config.retention_ms
+                while i < eligible and (
+                    now_ms - segments[i].largest_timestamp() > config.retention_ms
                 ):
                     i += 1
                 count = max(count, i)
             if config.delete and config.retention_bytes >= 0:
-                excess = sum(s.size for s in self._segments) - config.retention_bytes
+                excess = sum(s.size for s in segments) - config.retention_bytes
                 i = 0
-                while i < len(candidates) and excess - candidates[i].size >= 0:
-                    excess -= candidates[i].size
+                while i < eligible and excess - segments[i].size >= 0:
+                    excess -= segments[i].size
                     i += 1
                 count = max(count, i)
-            while count > 0 and next_base(count - 1) > bound:
+            while count > 0 and upper(count - 1) > bound:
                 count -= 1
             if count:
-                self._delete_segments(self._segments[:count], now_ms)
+                if count == len(segments):
+                    self._roll(self._log_end_offset, now_ms)
+                doomed = self._segments[:count]
+                self._delete_segments(doomed, now_ms)
                 del self._segments[:count]
                 del self._bases[:count]
                 new_start = self._segments[0].base_offset
