@@ -109,7 +109,7 @@ def test_torn_tail_after_a_clean_shutdown(tmp_path: Path) -> None:
         assert read_all(broker.bootstrap) == expected
         assert offset_for_time(broker.bootstrap, later_ts[57]) == acked[57]
         assert offset_for_time(broker.bootstrap, BASE_TS + 5) == 5
-        assert "since the clean shutdown; recovering" in broker.log_text()  # the warning
+        assert "not trusting the clean shutdown" in broker.log_text()  # the warning
 
         broker.kill()
         broker.start()

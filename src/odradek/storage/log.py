@@ -295,7 +295,7 @@ class Log:
                 # could not be read, and a later crash recovery would cut them off).
                 offset, reason = changed
                 logger.warning(
-                    "%s: %s since the clean shutdown; recovering from offset %d",
+                    "%s: not trusting the clean shutdown: %s; recovering from offset %d",
                     self.directory.name, reason, offset,
                 )  # fmt: skip
                 clean_shutdown = False
@@ -392,16 +392,17 @@ class Log:
         Costs one stat per segment and reads no data."""
         segments = self._segments
         if recorded is None:
-            return segments[-1].base_offset, "no segment sizes were recorded"
+            return segments[-1].base_offset, "no segment sizes recorded at shutdown"
         for i, segment in enumerate(segments):
             name = segment.log_path.name
             if i >= len(recorded) or recorded[i][0] != segment.base_offset:
-                return segment.base_offset, f"the segment files differ from {name} on"
+                return segment.base_offset, f"segment files differ from {name} on"
             size, expected = segment.size, recorded[i][1]
             if size != expected:
-                return segment.base_offset, f"{name} is {size} bytes, not {expected}"
+                return segment.base_offset, f"{name} is {size} bytes, {expected} at shutdown"
         if len(recorded) > len(segments):
-            return segments[-1].base_offset, "segment files after the last one are missing"
+            name = segments[-1].log_path.name
+            return segments[-1].base_offset, f"segment files after {name} are missing"
         return None
 
     def _trust_recovery_point(self, recovery_point: int) -> bool:
