@@ -394,11 +394,12 @@ class Log:
         if recorded is None:
             return segments[-1].base_offset, "no segment sizes recorded at shutdown"
         for i, segment in enumerate(segments):
-            name = segment.log_path.name
             if i >= len(recorded) or recorded[i][0] != segment.base_offset:
+                name = segment.log_path.name
                 return segment.base_offset, f"segment files differ from {name} on"
             size, expected = segment.size, recorded[i][1]
             if size != expected:
+                name = segment.log_path.name
                 return segment.base_offset, f"{name} is {size} bytes, {expected} at shutdown"
         if len(recorded) > len(segments):
             name = segments[-1].log_path.name

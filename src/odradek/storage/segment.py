@@ -205,7 +205,12 @@ class LogSegment:
     def size(self) -> int:
         """Bytes of whole batches in the ``.log`` file."""
         if self._size is None:
-            self._size = os.stat(self.log_path).st_size
+            # A string path: a clean open stats every segment, and a Path costs more
+            # than the stat itself.
+            path = self._log_path or (
+                f"{self.directory}{os.sep}{self.base_offset:020d}{LOG_SUFFIX}{self.file_suffix}"
+            )
+            self._size = os.stat(path).st_size
         return self._size
 
     @property
