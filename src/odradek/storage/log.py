@@ -289,10 +289,11 @@ class Log:
         if clean_shutdown and self._segments:
             changed = self._changed_since_shutdown(segment_sizes)
             if changed is not None:
-                # Kafka's rule: a clean shutdown only lets recovery be skipped while the
-                # files are what the shutdown left; otherwise recover, or the log end
-                # offset would point past a torn batch (acknowledged appends after it
-                # could not be read, and a later crash recovery would cut them off).
+                # As in Kafka, a clean shutdown lets recovery be skipped only while the
+                # log is as the shutdown left it, checked here against the sizes it
+                # recorded. Otherwise recover, or the log end offset would point past a
+                # torn batch: appends acknowledged after it could not be read, and a
+                # later crash recovery would cut them off.
                 offset, reason = changed
                 logger.warning(
                     "%s: not trusting the clean shutdown: %s; recovering from offset %d",
