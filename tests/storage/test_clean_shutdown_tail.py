@@ -186,3 +186,28 @@ def test_malformed_marker_means_recovery(tmp_path: Path) -> None:
     assert not again.had_clean_shutdown
     assert again.get_log("t", 0).log_end_offset == 9
     again.shutdown()
+
+
+def test_marker_without_sizes_recovers_the_last_segment(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    lm = LogManager(tmp_path, CONFIG, clock=clock)
+    lm.startup()
+    log = lm.get_or_create_log("t", 0)
+    for i in range(30):
+        log.append_as_leader(make_batch([b"m-%d" % i]))
+    lm.shutdown()
+    (tmp_path / CLEAN_SHUTDOWN_FILE).write_bytes(b"")  # as an older odradek wrote it
+    path = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    size = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 100)
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+        again = LogManager(tmp_path, CONFIG, clock=clock)
+        again.startup()
+    assert again.had_clean_shutdown
+    assert again.get_log("t", 0).log_end_offset == 30
+    assert path.stat().st_size == size  # the zeros are gone: appends follow the last batch
+    assert any("no segment sizes recorded" in r.getMessage() for r in caplog.records)
+    again.shutdown()
