@@ -86,14 +86,17 @@ def bench_append(directory: Path, total_mib: int, batch: bytearray, rounds: int)
           f"{per_round} MiB)")  # fmt: skip
 
 
-def build_log(directory: Path, size_mib: int, batch: bytearray, config: LogConfig) -> int:
+def build_log(
+    directory: Path, size_mib: int, batch: bytearray, config: LogConfig
+) -> tuple[int, list[tuple[int, int]]]:
+    """The log end offset and the segment sizes a clean shutdown records."""
     log = Log.open(directory, config)
     for _ in range(size_mib):
         log.append_as_leader(batch)
     log.flush()
     leo = log.log_end_offset
     log.close()
-    return leo
+    return leo, log.segment_sizes()
 
 
 def read_latencies(log: Log, samples: int, seed: int) -> list[float]:
@@ -111,11 +114,14 @@ def read_latencies(log: Log, samples: int, seed: int) -> list[float]:
     return out
 
 
-def open_times(directory: Path, config: LogConfig, leo: int, repeats: int) -> list[float]:
+def open_times(
+    directory: Path, config: LogConfig, leo: int, sizes: list[tuple[int, int]], repeats: int
+) -> list[float]:
     out = []
     for _ in range(repeats):
         start = time.perf_counter()
-        log = Log.open(directory, config, recovery_point=leo, clean_shutdown=True)
+        log = Log.open(directory, config, recovery_point=leo, clean_shutdown=True,
+                       segment_sizes=sizes)  # fmt: skip
         out.append(time.perf_counter() - start)
         assert log.log_end_offset == leo
         log.close()
@@ -158,13 +164,14 @@ def main() -> int:
         for name, size in (("small", small), ("large", large)):
             directory = root / f"{name}-0"
             start = time.perf_counter()
-            leo = build_log(directory, size, batch, config)
+            leo, sizes = build_log(directory, size, batch, config)
             built = time.perf_counter() - start
-            log = Log.open(directory, config, recovery_point=leo, clean_shutdown=True)
+            log = Log.open(directory, config, recovery_point=leo, clean_shutdown=True,
+                           segment_sizes=sizes)  # fmt: skip
             reads = read_latencies(log, args.reads, seed=1)
             segments = len(log.segments)
             log.close()
-            opens = open_times(directory, config, leo, args.opens)
+            opens = open_times(directory, config, leo, sizes, args.opens)
             psm = statistics.median(producer_state_load_times(directory, leo, args.opens))
             results[name] = (size, segments, statistics.median(reads), statistics.median(opens))
             print(f"{name} log: {size} MiB in {segments} segments (built at "

@@ -120,3 +120,52 @@ def test_retention_deletes_old_segments(fast_broker: BrokerProcess) -> None:
         consumer.close()
     remaining = _read_all(bootstrap, "retained")
     assert remaining[0][0] == low and remaining[-1][0] == 199
+
+
+def test_retention_ms_empties_a_quiet_topic(fast_broker: BrokerProcess, tmp_path: Path) -> None:
+    """Kafka rolls and deletes a breached active segment: with no new writes, the whole
+    log goes once retention.ms has passed, and a consumer at the end carries on."""
+    bootstrap = fast_broker.bootstrap
+    _create(bootstrap, "quiet", {"retention.ms": "1500"})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    failures: list[object] = []
+
+    def produce(count: int, **kwargs: object) -> None:
+        for i in range(count):
+            producer.produce("quiet", value=b"v%d" % i, partition=0,
+                             on_delivery=lambda e, m: failures.append(e) if e else None,
+                             **kwargs)  # fmt: skip
+        assert producer.flush(20) == 0
+        assert not failures
+
+    produce(50)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "at-the-end", "auto.offset.reset": "error",
+         "enable.auto.commit": False, "fetch.wait.max.ms": 100}
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition("quiet", 0, 50)])
+        deadline = time.monotonic() + 30
+        low = high = 0
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            assert message is None or message.error() is None, message.error()
+            low, high = consumer.get_watermark_offsets(TopicPartition("quiet", 0), timeout=10)
+            if low == high:
+                break
+        assert (low, high) == (50, 50)
+        partition_dir = tmp_path / "data" / "quiet-0"
+        assert sorted(p.name for p in partition_dir.glob("*.log")) == ["00000000000000000050.log"]
+        # The consumer at the end keeps working; the same idempotent producer goes on.
+        # (Timestamps ahead of the clock keep these records clear of retention.ms.)
+        produce(5, timestamp=int(time.time() * 1000) + 300_000)
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.offset())
+        assert got == [50, 51, 52, 53, 54]
+    finally:
+        consumer.close()

@@ -222,12 +222,13 @@ def test_clean_shutdown_open_reads_no_log_data(
     log.flush()
     leo = log.log_end_offset
     log.close()
+    recorded = log.segment_sizes()
     # Corrupt every .log file completely (same sizes): any scan would find garbage and cut.
     for path in log_files(directory):
         path.write_bytes(b"\xee" * path.stat().st_size)
     sizes = {p: p.stat().st_size for p in log_files(directory)}
     touched = _watch_log_reads(monkeypatch)
-    opened = reopen(directory, recovery_point=leo, clean_shutdown=True)
+    opened = reopen(directory, recovery_point=leo, clean_shutdown=True, segment_sizes=recorded)
     monkeypatch.undo()
     assert touched == []
     assert opened.log_end_offset == leo
@@ -245,7 +246,9 @@ def test_clean_shutdown_without_a_usable_recovery_point_scans_one_interval(
     log, _ = build(directory)
     leo = log.log_end_offset
     log.close()
-    assert reopen(directory, recovery_point=0, clean_shutdown=True).log_end_offset == leo
+    sizes = log.segment_sizes()
+    opened = reopen(directory, recovery_point=0, clean_shutdown=True, segment_sizes=sizes)
+    assert opened.log_end_offset == leo
 
 
 def test_producer_state_survives_a_crash(tmp_path: Path) -> None:
@@ -313,3 +316,24 @@ def test_open_finishes_or_discards_interrupted_operations(tmp_path: Path) -> Non
     assert recovered.log_end_offset == leo
     got = [h for _, h in iter_headers(recovered.read(0, 10**8).read_bytes())]
     assert got == stored
+
+
+def test_torn_batch_below_the_recovery_point_is_cut_at_every_byte(tmp_path: Path) -> None:
+    """Damage after the fsync: the kept index entries must not outlive the cut batch."""
+    pristine = tmp_path / "pristine" / "t-0"
+    log, stored = build(pristine)
+    leo = log.log_end_offset
+    log.close()
+    path, start, end = last_batch_span(pristine)
+    work = tmp_path / "work" / "t-0"
+    for cut in range(start, end, 7):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(pristine, work)
+        with open(work / path.name, "r+b") as f:
+            f.truncate(cut)
+        recovered = reopen(work, recovery_point=leo)
+        assert recovered.log_end_offset == stored[-1].base_offset, cut
+        data = recovered.read(0, 10**8).read_bytes()
+        assert [h for _, h in iter_headers(data)] == stored[:-1], cut
+        assert recovered.append_as_leader(make_batch([b"x"])).first_offset == stored[-1].base_offset
+        recovered.close()

@@ -4,8 +4,11 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from odradek.records.header import iter_headers
 from odradek.storage.config import LogConfig
+from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import Log
 from tests.storage.conftest import FakeClock, make_batch
 
@@ -54,13 +57,52 @@ def test_retention_ms_with_an_injected_clock(open_log: OpenLog, clock: FakeClock
     assert next(h.base_offset for _, h in iter_headers(data)) == log.log_start_offset
 
 
-def test_the_active_segment_is_never_deleted(open_log: OpenLog, clock: FakeClock) -> None:
-    log = open_log(LogConfig(retention_ms=1, retention_bytes=0))
+def test_a_quiet_log_past_retention_ms_loses_its_active_segment(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    """Kafka rolls a breached, non-empty active segment so that it can be deleted: the
+    log start offset reaches the log end offset, and the log carries on from there."""
+    log = open_log(LogConfig(retention_ms=3 * HOUR, file_delete_delay_ms=0))
     fill_hours(log, clock, 2)
     assert len(log.segments) == 1
+    clock.advance(2 * HOUR)  # newest record 3 hours old: not yet beyond retention.ms
+    assert log.delete_retained_segments() == 0
+    log.high_watermark = 23  # the active segment reaches above the high watermark
+    clock.advance(HOUR)
+    assert log.delete_retained_segments() == 0
+    log.high_watermark = 24
+    old = log.segments[0]
+    assert log.delete_retained_segments() == 1
+    assert not old.log_path.exists()
+    [active] = log.segments
+    assert (active.base_offset, active.size) == (24, 0)
+    assert (log.log_start_offset, log.log_end_offset) == (24, 24)
+    assert log.offset_for_timestamp(-2) == (24, -1)
+    assert log.read(24, 10**6).size == 0  # a consumer at the end keeps fetching
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(23, 10**6)
+    # An empty active segment is never deleted; new records go on from the end.
     clock.advance(10 * HOUR)
     assert log.delete_retained_segments() == 0
-    assert log.log_end_offset == 24
+    log.high_watermark = None
+    info = log.append_as_leader(make_batch([b"later"], timestamp=clock.now_ms))
+    assert info.first_offset == 24
+    assert [h.base_offset for _, h in iter_headers(log.read(24, 10**6).read_bytes())] == [24]
+
+
+def test_retention_bytes_zero_deletes_the_active_segment_too(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    # Kafka: a segment goes while the excess over retention.bytes covers it; only 0
+    # lets the excess cover the active segment as well.
+    log = open_log(LogConfig(segment_bytes=700, retention_ms=-1, retention_bytes=1))
+    fill_hours(log, clock, 3)
+    count = len(log.segments)
+    assert log.delete_retained_segments() == count - 1
+    log.update_config(LogConfig(segment_bytes=700, retention_ms=-1, retention_bytes=0))
+    assert log.delete_retained_segments() == 1
+    assert log.log_start_offset == log.log_end_offset == 36
+    assert [s.size for s in log.segments] == [0]
 
 
 def test_retention_bytes(open_log: OpenLog, clock: FakeClock) -> None:
@@ -90,8 +132,8 @@ def test_retention_minus_one_and_compact_keep_everything(
     assert log.delete_retained_segments() == 0
     log.update_config(LogConfig(segment_bytes=700, retention_ms=1, cleanup_policy="compact,delete"))
     before = len(log.segments)
-    assert log.delete_retained_segments() == before - 1
-    assert len(log.segments) == 1
+    assert log.delete_retained_segments() == before  # the active one too (rolled first)
+    assert len(log.segments) == 1 and log.log_start_offset == log.log_end_offset
 
 
 def test_high_watermark_bounds_retention(open_log: OpenLog, clock: FakeClock) -> None:
@@ -100,8 +142,10 @@ def test_high_watermark_bounds_retention(open_log: OpenLog, clock: FakeClock) ->
     segments = log.segments
     log.high_watermark = segments[3].base_offset
     assert log.delete_retained_segments() == 3  # segments 0-2 end at or below the HW
+    log.high_watermark = log.log_end_offset - 1
+    assert log.delete_retained_segments() == len(segments) - 4  # all but the active one
     log.high_watermark = None
-    assert log.delete_retained_segments() == len(segments) - 4
+    assert log.delete_retained_segments() == 1
 
 
 def test_log_start_offset_retention(open_log: OpenLog, clock: FakeClock) -> None:

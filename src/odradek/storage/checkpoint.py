@@ -11,6 +11,11 @@ cleaner's ``cleaner-offset-checkpoint``) use Kafka's text format, ASCII, one ite
 Topic names cannot contain spaces (Kafka allows only ``[a-zA-Z0-9._-]``), so splitting on
 whitespace is unambiguous.
 
+The clean-shutdown marker ``.kafka_cleanshutdown`` records, per partition, the base
+offset and size of every segment file (``orders 0 0:1048576 3311:20517``) in the same
+version/count framing (:func:`encode_segment_sizes`); an empty marker (older odradek)
+records none.
+
 Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the
 old file and the directory is fsynced, so after a crash the file holds either the old or
 the new content, never a torn mix. A stray ``.tmp`` left by a crash is ignored on read
@@ -20,7 +25,7 @@ and overwritten by the next write.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from odradek.storage.errors import CorruptCheckpointError
@@ -108,3 +113,41 @@ class OffsetCheckpointFile:
                 ) from None
             entries[(topic, partition)] = offset
         return entries
+
+
+SegmentSizes = dict[TopicPartition, list[tuple[int, int]]]
+
+
+def encode_segment_sizes(sizes: Mapping[TopicPartition, Sequence[tuple[int, int]]]) -> bytes:
+    """The clean-shutdown marker's content: ``<topic> <partition> <base>:<size> ...``."""
+    lines = [str(CHECKPOINT_VERSION), str(len(sizes))]
+    for (topic, partition), segments in sorted(sizes.items()):
+        if not topic or any(c.isspace() for c in topic):
+            raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint")
+        fields = " ".join(f"{base}:{size}" for base, size in segments)
+        lines.append(f"{topic} {partition} {fields}".rstrip())
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def decode_segment_sizes(data: bytes, path: Path) -> SegmentSizes | None:
+    """Parse :func:`encode_segment_sizes` output; None for an empty (older) marker,
+    CorruptCheckpointError for anything malformed."""
+    if not data.strip():
+        return None
+    try:
+        lines = data.decode("ascii").splitlines()
+        if lines[0].strip() != str(CHECKPOINT_VERSION):
+            raise ValueError(f"unsupported version {lines[0].strip()!r}")
+        body = [line for line in lines[2:] if line.strip()]
+        if int(lines[1]) != len(body):
+            raise ValueError(f"header says {lines[1]} entries, file has {len(body)}")
+        sizes: SegmentSizes = {}
+        for line in body:
+            topic, partition, *segments = line.split()
+            sizes[(topic, int(partition))] = [
+                (int(base), int(size))
+                for base, size in (segment.split(":") for segment in segments)
+            ]
+    except (UnicodeDecodeError, ValueError, IndexError) as exc:
+        raise CorruptCheckpointError(f"{path}: malformed clean-shutdown marker: {exc}") from None
+    return sizes

@@ -19,7 +19,7 @@ CRC-covered) and writes the buffer with one ``write``; a read finds the start po
 with the sparse offset index and a short header scan and returns file regions for
 ``sendfile``. Records are decoded only to recompress for a topic whose
 ``compression.type`` differs from the producer's codec, and to answer ListOffsets by
-timestamp (one batch).
+timestamp or MAX_TIMESTAMP (one batch each).
 
 Thread safety: one re-entrant lock per Log. Appends and reads (event loop) and
 retention, truncation and flush bookkeeping (other threads) hold it; the fsyncs of a
@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,15 +243,20 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        segment_sizes: Sequence[tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.time,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (or create) the log in ``directory``.
 
         After a clean shutdown nothing is read from the segments: the recovery point
-        checkpointed at shutdown is the log end offset. Otherwise every segment from the
-        one holding ``recovery_point`` is validated batch by batch and cut at the first
-        bad byte (later segments are then deleted), and indexes are rebuilt.
+        checkpointed at shutdown is the log end offset, provided every segment file
+        still has the ``(base offset, size)`` recorded at shutdown (``segment_sizes``,
+        see :meth:`segment_sizes`). Otherwise -- no clean shutdown, or a file that
+        changed since (truncated, extended, missing, added), or no sizes recorded --
+        every segment from the one holding ``recovery_point`` (or the first changed
+        one) is validated batch by batch and cut at the first bad byte (later segments
+        are then deleted), and indexes are rebuilt.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -259,13 +264,19 @@ class Log:
             directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
         with log._lock:
-            log._load(recovery_point, log_start_offset, clean_shutdown)
+            log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
         return log
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+    def _load(
+        self,
+        recovery_point: int,
+        log_start_offset: int,
+        clean_shutdown: bool,
+        segment_sizes: Sequence[tuple[int, int]] | None,
+    ) -> None:
         if self._epoch_cache_lost:
             recovery_point, clean_shutdown = 0, False
         now_ms = self._now_ms()
@@ -275,6 +286,21 @@ class Log:
             LogSegment.open(self.directory, base, self.config, now_ms=now_ms) for base in bases
         ]
         self._bases = list(bases)
+        if clean_shutdown and self._segments:
+            changed = self._changed_since_shutdown(segment_sizes)
+            if changed is not None:
+                # As in Kafka, a clean shutdown lets recovery be skipped only while the
+                # log is as the shutdown left it, checked here against the sizes it
+                # recorded. Otherwise recover, or the log end offset would point past a
+                # torn batch: appends acknowledged after it could not be read, and a
+                # later crash recovery would cut them off.
+                offset, reason = changed
+                logger.warning(
+                    "%s: not trusting the clean shutdown: %s; recovering from offset %d",
+                    self.directory.name, reason, offset,
+                )  # fmt: skip
+                clean_shutdown = False
+                recovery_point = min(recovery_point, offset)
         if not self._segments:
             start = max(log_start_offset, 0)
             self._add_segment(LogSegment.create(self.directory, start, self.config, now_ms=now_ms))
@@ -357,6 +383,29 @@ class Log:
         swap.change_file_suffix("")
         swap.close()
         logs.add(base)
+
+    def _changed_since_shutdown(
+        self, recorded: Sequence[tuple[int, int]] | None
+    ) -> tuple[int, str] | None:
+        """``(offset to recover from, why)`` if the segment files are not exactly the
+        ``(base offset, size)`` list recorded at the clean shutdown; None if they are.
+
+        Costs one stat per segment and reads no data."""
+        segments = self._segments
+        if recorded is None:
+            return segments[-1].base_offset, "no segment sizes recorded at shutdown"
+        for i, segment in enumerate(segments):
+            if i >= len(recorded) or recorded[i][0] != segment.base_offset:
+                name = segment.log_path.name
+                return segment.base_offset, f"segment files differ from {name} on"
+            size, expected = segment.size, recorded[i][1]
+            if size != expected:
+                name = segment.log_path.name
+                return segment.base_offset, f"{name} is {size} bytes, {expected} at shutdown"
+        if len(recorded) > len(segments):
+            name = segments[-1].log_path.name
+            return segments[-1].base_offset, f"segment files after {name} are missing"
+        return None
 
     def _trust_recovery_point(self, recovery_point: int) -> bool:
         """After a clean shutdown the recovery point is the log end offset; check it
@@ -478,6 +527,12 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    def segment_sizes(self) -> list[tuple[int, int]]:
+        """``(base offset, bytes)`` of every segment, oldest first: recorded at a clean
+        shutdown so that the next :meth:`open` can tell whether a file changed since."""
+        with self._lock:
+            return [(segment.base_offset, segment.size) for segment in self._segments]
 
     @property
     def size_in_bytes(self) -> int:
@@ -928,14 +983,15 @@ class Log:
             if timestamp_ms == LATEST_TIMESTAMP:
                 return self._log_end_offset, NO_TIMESTAMP
             if timestamp_ms == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
+                latest: LogSegment | None = None
                 for segment in self._segments:
                     ts = segment.max_timestamp
-                    if ts >= 0 and (best is None or ts > best[1]):
-                        best = (segment.offset_of_max_timestamp, ts)
-                if best is not None and best[0] < self.log_start_offset:
-                    return self.log_start_offset, best[1]
-                return best
+                    if ts >= 0 and (latest is None or ts > latest.max_timestamp):
+                        latest = segment  # the first segment holding the largest
+                found = None if latest is None else latest.find_max_timestamp_record()
+                if found is not None and found[0] < self.log_start_offset:
+                    return self.log_start_offset, found[1]
+                return found
             if timestamp_ms < 0:
                 raise ValueError(f"unsupported special timestamp {timestamp_ms}")
             for i, segment in enumerate(self._segments):
@@ -1026,41 +1082,53 @@ class Log:
 
     def delete_retained_segments(self) -> int:
         """Delete the oldest segments beyond retention.ms or retention.bytes (when
-        cleanup.policy has delete) or wholly below the log start offset. The active
-        segment and segments reaching above the high watermark are kept. Files are
-        renamed ``.deleted`` and removed after file.delete.delay.ms. Returns the count."""
+        cleanup.policy has delete) or wholly below the log start offset; returns the count.
+
+        Kafka's deletableSegments rule: oldest first while a rule holds, never a segment
+        reaching above the high watermark, never an empty active segment. A non-empty
+        active segment is deleted too when it breaches retention (a quiet topic past
+        retention.ms, or retention.bytes 0): a new empty segment is rolled at the log
+        end offset first, as a log always keeps one, and the log start offset becomes
+        the log end offset. Files are renamed ``.deleted`` and removed after
+        file.delete.delay.ms."""
         with self._lock:
             if self._closed:
                 return 0
             now_ms = self._now_ms()
             config = self.config
             bound = self._retention_bound()
-            candidates = self._segments[:-1]  # never the active segment
+            segments = self._segments
+            # The segments any rule may reach: all but an empty active one.
+            eligible = len(segments) if segments[-1].size > 0 else len(segments) - 1
             count = 0
 
-            def next_base(i: int) -> int:
-                return self._bases[i + 1]
+            def upper(i: int) -> int:  # the offset segment i ends before
+                return self._bases[i + 1] if i + 1 < len(self._bases) else self._log_end_offset
 
-            while count < len(candidates) and next_base(count) <= self.log_start_offset:
+            # Wholly below the log start offset (never the active segment).
+            while count < len(segments) - 1 and self._bases[count + 1] <= self.log_start_offset:
                 count += 1
             if config.delete and config.retention_ms >= 0:
                 i = 0
-                while i < len(candidates) and (
-                    now_ms - candidates[i].largest_timestamp() > config.retention_ms
+                while i < eligible and (
+                    now_ms - segments[i].largest_timestamp() > config.retention_ms
                 ):
                     i += 1
                 count = max(count, i)
             if config.delete and config.retention_bytes >= 0:
-                excess = sum(s.size for s in self._segments) - config.retention_bytes
+                excess = sum(s.size for s in segments) - config.retention_bytes
                 i = 0
-                while i < len(candidates) and excess - candidates[i].size >= 0:
-                    excess -= candidates[i].size
+                while i < eligible and excess - segments[i].size >= 0:
+                    excess -= segments[i].size
                     i += 1
                 count = max(count, i)
-            while count > 0 and next_base(count - 1) > bound:
+            while count > 0 and upper(count - 1) > bound:
                 count -= 1
             if count:
-                self._delete_segments(self._segments[:count], now_ms)
+                if count == len(segments):
+                    self._roll(self._log_end_offset, now_ms)
+                doomed = self._segments[:count]
+                self._delete_segments(doomed, now_ms)
                 del self._segments[:count]
                 del self._bases[:count]
                 new_start = self._segments[0].base_offset

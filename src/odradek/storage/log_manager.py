@@ -8,15 +8,19 @@ Layout of the data directory::
       recovery-point-offset-checkpoint     per partition: everything below is fsynced
       log-start-offset-checkpoint          per partition: the log start offset
       .kafka_cleanshutdown                 present only between a clean shutdown and
-                                           the next startup
+                                           the next startup; lists every segment's
+                                           base offset and size (checkpoint.py)
 
 Both checkpoints use Kafka's text format (checkpoint.py) and are replaced atomically.
 
-Startup: with the clean-shutdown marker every log opens without reading segment data
-(its recovery point, checkpointed at shutdown, is its log end offset); without it each
-log is recovered from its recovery point. The marker is removed once every log is
-loaded, so a crash from then on is treated as unclean. Shutdown: flush every log, close
-it (producer snapshots), write the checkpoints, then the marker.
+Startup: with the clean-shutdown marker every log whose segment files still have the
+sizes the marker lists opens without reading segment data (its recovery point,
+checkpointed at shutdown, is its log end offset); a log whose files changed since (a
+torn or extended tail, a missing segment) is recovered from the first changed segment,
+and without the marker each log is recovered from its recovery point. The marker is
+removed once every log is loaded, so a crash from then on is treated as unclean.
+Shutdown: flush every log, close it (producer snapshots), write the checkpoints, then
+the marker with every log's segment sizes.
 
 ``run_retention``, ``run_flush`` and ``checkpoint`` are meant to be called periodically
 from a thread by the broker; each Log serialises them with its own appends.
@@ -39,7 +43,10 @@ from odradek.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
+    SegmentSizes,
     atomic_write,
+    decode_segment_sizes,
+    encode_segment_sizes,
     fsync_dir,
 )
 from odradek.storage.config import LogConfig
@@ -110,6 +117,7 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        segment_sizes: SegmentSizes | None = None
         try:
             recovery_points = self._recovery_points.read()
             log_start_offsets = self._log_start_offsets.read()
@@ -117,6 +125,12 @@ class LogManager:
             # Without trustworthy checkpoints every log is recovered from its start.
             logger.warning("%s; recovering every log from its first segment", exc)
             recovery_points, log_start_offsets, clean = {}, {}, False
+        if clean:
+            try:
+                segment_sizes = decode_segment_sizes(marker.read_bytes(), marker)
+            except CorruptCheckpointError as exc:
+                logger.warning("%s; recovering every log from its recovery point", exc)
+                clean = False
         to_load: list[tuple[TopicPartition, Path]] = []
         for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
             if not entry.is_dir():
@@ -140,6 +154,7 @@ class LogManager:
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=log_start_offsets.get(tp, 0),
                     clean_shutdown=clean and tp in recovery_points,
+                    segment_sizes=None if segment_sizes is None else segment_sizes.get(tp),
                     clock=self._clock,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                 )
@@ -173,7 +188,8 @@ class LogManager:
             log.close()
         self.checkpoint()
         self._remove_deleted_dirs(force=True)
-        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        sizes = {(log.topic, log.partition): log.segment_sizes() for log in logs}
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, encode_segment_sizes(sizes))
 
     # -- logs --------------------------------------------------------------------------
 

@@ -141,7 +141,8 @@ class LogSegment:
         # Timestamp of the first batch (Kafka's rollingBasedTimestamp), loaded on demand.
         self._first_timestamp: int | None = None
         self._first_timestamp_loaded = create
-        # Largest batch max-timestamp and the last offset of that batch, loaded on demand.
+        # Largest batch max-timestamp and the last offset of the first batch holding it
+        # (Kafka's shallowOffsetOfMaxTimestamp), loaded on demand.
         self._max_timestamp: int | None = None
         self._offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
@@ -204,7 +205,12 @@ class LogSegment:
     def size(self) -> int:
         """Bytes of whole batches in the ``.log`` file."""
         if self._size is None:
-            self._size = os.stat(self.log_path).st_size
+            # A string path: a clean open stats every segment, and a Path costs more
+            # than the stat itself.
+            path = self._log_path or (
+                f"{self.directory}{os.sep}{self.base_offset:020d}{LOG_SUFFIX}{self.file_suffix}"
+            )
+            self._size = os.stat(path).st_size
         return self._size
 
     @property
@@ -323,6 +329,37 @@ class LogSegment:
     def offset_of_max_timestamp(self) -> int:
         self._load_max_timestamp()
         return self._offset_of_max_timestamp
+
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): ``(offset, timestamp)`` of the first record
+        carrying the segment's largest timestamp, None if the segment has none.
+
+        Appends track only batch max-timestamps and the last offset of the first batch
+        holding the largest (what the time index stores), so they never decode records;
+        this query finds that batch through the indexes and decodes it alone, like
+        Kafka's RecordBatch.offsetOfMaxTimestamp. A LogAppendTime batch gives every
+        record its maxTimestamp, so its first record is the answer. None also when no
+        record carries the header's timestamp (Kafka answers no offset then too).
+        """
+        timestamp = self.max_timestamp
+        if timestamp < 0:
+            return None
+        self._checked_indexes()
+        _, position = self.offset_index.lookup(self.offset_of_max_timestamp)
+        for pos, header in self.iter_batches(position):
+            if header.max_timestamp != timestamp:
+                continue
+            from odradek.records.batch import decode_batch
+
+            try:
+                batch = decode_batch(self.read_bytes(pos, header.size), verify_crc=False)
+            except CorruptRecordError as exc:
+                raise StorageError(f"{self.log_path}: batch at {pos}: {exc}") from None
+            for record in batch.records:
+                if record.timestamp_ms == timestamp:
+                    return record.offset, timestamp
+            return None
+        return None
 
     def largest_timestamp(self) -> int:
         """For time retention: the max timestamp, else the file's modification time."""
@@ -473,6 +510,7 @@ class LogSegment:
                 pos, expected = self._resume_point(from_offset)
             except (CorruptIndexError, StorageError):
                 pos, expected = 0, self.base_offset
+        resumed = pos > 0
         if pos == 0:
             self.offset_index.reset()
             self.time_index.reset()
@@ -517,6 +555,11 @@ class LogSegment:
             os.ftruncate(fd, pos)
             self._size = pos
             self._log_dirty = True
+        if resumed and from_offset is not None and expected < from_offset:
+            # Data below the recovery point is gone (damaged or cut after its fsync): the
+            # index entries kept for it may point at or past the new end, where the next
+            # offset would then be read from. Rebuild them from what is left.
+            self.rebuild_indexes()
         return truncated
 
     def _resume_point(self, from_offset: int) -> tuple[int, int]:
