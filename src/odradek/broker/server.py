@@ -40,7 +40,9 @@ from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage import meta_properties
 from odradek.storage.config import LogConfig
+from odradek.storage.dir_lock import DirLock
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class KafkaServer:
             max_workers=config.get("num.io.threads"), thread_name_prefix="odradek-io"
         )
         self._background: list[asyncio.Task[None]] = []
+        self._dir_lock: DirLock | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
@@ -99,7 +102,10 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Before anything reads or writes the directory: it must be ours alone, and
+        # meant for this broker id (LogDirInUseError / InconsistentBrokerIdError).
+        self._dir_lock = DirLock.acquire(self.data_dir)
+        meta_properties.check_and_write(self.data_dir, self.broker_id)
         host, port = self.config.listener
         adv_host, adv_port = self.config.advertised_listener
         broker_info = BrokerInfo(
@@ -111,6 +117,7 @@ class KafkaServer:
         self.metadata = LocalMetadataStore(
             self.data_dir, broker_info, self.config.get("cluster.id") or None
         )
+        meta_properties.check_and_write(self.data_dir, self.broker_id, self.metadata.cluster_id)
         # Per-topic overrides are applied again by the topic manager when it hosts each
         # partition right after; the defaults are the same ones it derives.
         self.log_manager = LogManager(
@@ -201,6 +208,8 @@ class KafkaServer:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
+        if self._dir_lock is not None:
+            self._dir_lock.release()
         self._stopped.set()
         log.info("shut down cleanly")
 
