@@ -26,7 +26,8 @@ def test_same_identity_starts_again(tmp_path: Path) -> None:
 
 def test_broker_id_mismatch_is_refused(tmp_path: Path) -> None:
     mp.check_and_write(tmp_path, 0)
-    with pytest.raises(mp.InconsistentBrokerIdError, match="Configured broker.id 2 doesn't match stored broker.id 0"):
+    expected = r"Configured broker\.id 2 doesn't match stored broker\.id 0"
+    with pytest.raises(mp.InconsistentBrokerIdError, match=expected):
         mp.check_and_write(tmp_path, 2)
     assert mp.read(tmp_path) == mp.MetaProperties(0)  # untouched
 

@@ -39,8 +39,8 @@ from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
-from odradek.storage.cleaner import LogCleaner
 from odradek.storage import meta_properties
+from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.dir_lock import DirLock
 from odradek.storage.log_manager import LogManager
