@@ -28,7 +28,7 @@ from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
-from odradek.broker.handlers import admin, configs, fetch, metadata, produce
+from odradek.broker.handlers import admin, configs, fetch, log_dirs, metadata, produce
 from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
@@ -47,6 +47,9 @@ from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
+# How often an offline log directory is probed with a test write (log_dir_failure.py).
+LOG_DIR_PROBE_INTERVAL_MS = 1000
+
 Handler = Callable[["KafkaServer", RequestContext, Any], Awaitable[Any]]
 
 # API key -> handler. An API absent here is absent from ApiVersions too.
@@ -62,6 +65,7 @@ HANDLERS: dict[int, Handler] = {
     22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
+    35: log_dirs.handle_describe_log_dirs,
     37: admin.handle_create_partitions,
     44: configs.handle_incremental_alter_configs,
     60: metadata.handle_describe_cluster,
@@ -297,6 +301,8 @@ class KafkaServer:
                 max(1000, self.config.get("log.flush.offset.checkpoint.interval.ms")),
                 self.log_manager.checkpoint,
             ),
+            # Brings an offline log dir back once a test write succeeds (a no-op online).
+            ("log-dir-probe", LOG_DIR_PROBE_INTERVAL_MS, self.log_manager.dir_failure.probe),
         ]
         flush_interval = self.config.get("log.flush.scheduler.interval.ms")
         if flush_interval < 2**62:
