@@ -10,6 +10,7 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from odradek.client.admin import Admin
+from odradek.client.sync import SyncAdmin
 from tests.cli.helpers import odradek
 from tests.helpers.broker import BrokerProcess, free_port
 
@@ -77,3 +78,6 @@ def test_kafka_python_and_admin_agree(loaded: BrokerProcess) -> None:
         ("ld-a", 1): sizes[("ld-a", 1)],
         ("ld-b", 0): sizes[("ld-b", 0)],
     }
+    with SyncAdmin(loaded.bootstrap) as sync_admin:
+        blocking = sync_admin.describe_log_dirs([0], [("ld-a", 1)])
+    assert list(blocking[0][log_dir["log_dir"]].replicas) == [("ld-a", 1)]
