@@ -111,9 +111,16 @@ def error_lines(broker: BrokerProcess) -> list[str]:
     return [line for line in broker.log_text().splitlines() if " ERROR " in line]
 
 
-def test_full_disk_goes_offline_once_and_recovers(small_disk: Path) -> None:
+# Small segments: the appends that fail also roll segments and snapshot producer state.
+@pytest.mark.parametrize("segment_bytes", [None, 16384])
+def test_full_disk_goes_offline_once_and_recovers(
+    small_disk: Path, segment_bytes: int | None
+) -> None:
     data = small_disk / "data"
-    broker = BrokerProcess(data, log_path=small_disk.parent / "broker.log").start()
+    overrides = {} if segment_bytes is None else {"log.segment.bytes": str(segment_bytes)}
+    broker = BrokerProcess(
+        data, log_path=small_disk.parent / "broker.log", overrides=overrides
+    ).start()
     try:
         acked = []
         for i in range(10):
@@ -129,7 +136,7 @@ def test_full_disk_goes_offline_once_and_recovers(small_disk: Path) -> None:
         fill(filler)
         # Larger than a page, so it cannot hide in the slack of the segment's last page.
         for i in range(5):
-            code, _ = produce_one(broker.bootstrap, f"full-{i}".encode() + b"y" * 20000)
+            code, _ = produce_one(broker.bootstrap, f"full-{i}".encode() + b"y" * 10000)
             assert code == KafkaError.KAFKA_STORAGE_ERROR
         offline = describe(broker.bootstrap)["brokers"][0]["logDirs"][0]  # type: ignore[index]
         assert offline == {
