@@ -53,3 +53,41 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_data_dir_of_a_running_broker_is_refused_in_one_line(tmp_path: Path) -> None:
+    from odradek.storage.dir_lock import DirLock
+
+    data = tmp_path / "data"
+    with DirLock.acquire(data):  # what a running broker holds
+        result = run_server(
+            "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override", f"log.dir={data}",
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == (
+        f"error: Failed to acquire lock on file .lock in {data}. "
+        "A Kafka instance in another process or thread is using this directory."
+    )
+
+
+def test_broker_id_other_than_stored_is_refused_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text("#\n#date\nversion=0\nbroker.id=0\n")
+    result = run_server(
+        "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override", f"log.dir={data}",
+        "--override", "broker.id=5",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: Configured broker.id 5 doesn't match stored broker.id 0")
+    assert str(data) in lines[0]
+    # Nothing of the refused broker was written into the other broker's directory.
+    assert sorted(p.name for p in data.iterdir()) == [".lock", "meta.properties"]

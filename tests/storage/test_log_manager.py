@@ -186,10 +186,13 @@ def test_failed_checkpoint_keeps_the_previous_one(
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint_module.os, "replace", fail)
-    with pytest.raises(OSError):
-        lm.checkpoint()
+    lm.checkpoint()  # the failure takes the directory offline instead of raising
     monkeypatch.undo()
+    assert lm.dir_failure.offline and "disk full" in (lm.dir_failure.cause or "")
     assert path.read_bytes() == before
+    lm.checkpoint()  # skipped while offline
+    assert path.read_bytes() == before
+    assert lm.dir_failure.probe()
     lm.checkpoint()
     assert OffsetCheckpointFile(path).read() == {("t", 0): 12}
     lm.shutdown()

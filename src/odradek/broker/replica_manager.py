@@ -7,6 +7,10 @@ and waking delayed fetches in the purgatory when data arrives.
 
 With one broker the ISR is just the leader, so the high watermark follows the log end
 offset on every append; the follower bookkeeping is kept general for replication.
+
+An I/O error while appending or reading takes the partition's log directory offline
+(storage/log_dir_failure.py); while it is offline every partition in it answers
+KAFKA_STORAGE_ERROR to produce and fetch, as Kafka's offline partitions do.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from odradek.storage.errors import (
 )
 from odradek.storage.file_region import FileRegion
 from odradek.storage.log import Log
+from odradek.storage.log_dir_failure import is_io_failure
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -37,6 +42,7 @@ OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
+KAFKA_STORAGE_ERROR = 56
 UNKNOWN_SERVER_ERROR = -1
 
 READ_UNCOMMITTED = 0
@@ -197,6 +203,9 @@ class ReplicaManager:
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+        offline = self._offline_message()
+        if offline is not None:
+            return AppendResult(error_code=KAFKA_STORAGE_ERROR, error_message=offline)
         if partition.leader_id != self.broker_id:
             return AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
         min_insync_replicas = partition.log.config.min_insync_replicas
@@ -222,7 +231,16 @@ class ReplicaManager:
                 log_append_time_ms=dup.log_append_time_ms,
                 log_start_offset=log_.log_start_offset,
             )
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
+            if is_io_failure(exc):
+                self.log_manager.dir_failure.mark_offline(exc)
+                return AppendResult(
+                    error_code=KAFKA_STORAGE_ERROR,
+                    log_start_offset=log_.log_start_offset,
+                    error_message=self._offline_message(),
+                )
+            if not isinstance(exc, StorageError):
+                raise
             return AppendResult(
                 error_code=exc.error_code,
                 log_start_offset=log_.log_start_offset,
@@ -258,6 +276,8 @@ class ReplicaManager:
         partition = self._partitions.get((topic, index))
         if partition is None:
             return ReadResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+        if self.log_manager.dir_failure.offline:
+            return ReadResult(error_code=KAFKA_STORAGE_ERROR)
         log_ = partition.log
         high_watermark = partition.high_watermark
         last_stable = partition.last_stable_offset
@@ -274,7 +294,13 @@ class ReplicaManager:
         except OffsetOutOfRangeError:
             result.error_code = OFFSET_OUT_OF_RANGE
             return result
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
+            if is_io_failure(exc):
+                self.log_manager.dir_failure.mark_offline(exc)
+                result.error_code = KAFKA_STORAGE_ERROR
+                return result
+            if not isinstance(exc, StorageError):
+                raise
             result.error_code = exc.error_code
             return result
         result.regions = info.regions
@@ -286,6 +312,12 @@ class ReplicaManager:
             result.aborted_transactions = []
         return result
 
+    def _offline_message(self) -> str | None:
+        failure = self.log_manager.dir_failure
+        if not failure.offline:
+            return None
+        return f"log directory {failure.directory} is offline: {failure.cause}"
+
     def bytes_available(
         self, topic: str, index: int, fetch_offset: int, isolation_level: int, *, limit: int
     ) -> int | None:
@@ -295,7 +327,7 @@ class ReplicaManager:
         and segment positions is cheap, and no data is copied.
         """
         partition = self._partitions.get((topic, index))
-        if partition is None:
+        if partition is None or self.log_manager.dir_failure.offline:
             return None
         upper = (
             partition.last_stable_offset

@@ -28,7 +28,7 @@ from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
-from odradek.broker.handlers import admin, configs, fetch, metadata, produce
+from odradek.broker.handlers import admin, configs, fetch, log_dirs, metadata, produce
 from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
@@ -39,11 +39,16 @@ from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
+from odradek.storage import meta_properties
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
+from odradek.storage.dir_lock import DirLock
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# How often an offline log directory is probed with a test write (log_dir_failure.py).
+LOG_DIR_PROBE_INTERVAL_MS = 1000
 
 Handler = Callable[["KafkaServer", RequestContext, Any], Awaitable[Any]]
 
@@ -60,6 +65,7 @@ HANDLERS: dict[int, Handler] = {
     22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
+    35: log_dirs.handle_describe_log_dirs,
     37: admin.handle_create_partitions,
     44: configs.handle_incremental_alter_configs,
     60: metadata.handle_describe_cluster,
@@ -76,6 +82,7 @@ class KafkaServer:
             max_workers=config.get("num.io.threads"), thread_name_prefix="odradek-io"
         )
         self._background: list[asyncio.Task[None]] = []
+        self._dir_lock: DirLock | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
@@ -99,7 +106,10 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Before anything reads or writes the directory: it must be ours alone, and
+        # meant for this broker id (LogDirInUseError / InconsistentBrokerIdError).
+        self._dir_lock = DirLock.acquire(self.data_dir)
+        meta_properties.check_and_write(self.data_dir, self.broker_id)
         host, port = self.config.listener
         adv_host, adv_port = self.config.advertised_listener
         broker_info = BrokerInfo(
@@ -111,6 +121,7 @@ class KafkaServer:
         self.metadata = LocalMetadataStore(
             self.data_dir, broker_info, self.config.get("cluster.id") or None
         )
+        meta_properties.check_and_write(self.data_dir, self.broker_id, self.metadata.cluster_id)
         # Per-topic overrides are applied again by the topic manager when it hosts each
         # partition right after; the defaults are the same ones it derives.
         self.log_manager = LogManager(
@@ -201,6 +212,8 @@ class KafkaServer:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
+        if self._dir_lock is not None:
+            self._dir_lock.release()
         self._stopped.set()
         log.info("shut down cleanly")
 
@@ -288,6 +301,8 @@ class KafkaServer:
                 max(1000, self.config.get("log.flush.offset.checkpoint.interval.ms")),
                 self.log_manager.checkpoint,
             ),
+            # Brings an offline log dir back once a test write succeeds (a no-op online).
+            ("log-dir-probe", LOG_DIR_PROBE_INTERVAL_MS, self.log_manager.dir_failure.probe),
         ]
         flush_interval = self.config.get("log.flush.scheduler.interval.ms")
         if flush_interval < 2**62:

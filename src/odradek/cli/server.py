@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from odradek.broker.config import BrokerConfig
+from odradek.cli.errors import CliError
 
 
 @click.command()
@@ -44,4 +45,11 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         runner = asyncio.run
-    runner(run_server(config))
+    from odradek.storage.dir_lock import LogDirInUseError
+    from odradek.storage.meta_properties import MetaPropertiesError
+
+    try:
+        runner(run_server(config))
+    except (LogDirInUseError, MetaPropertiesError) as exc:
+        # The directory belongs to another broker: refuse in one line, as for bad config.
+        raise CliError(str(exc)) from None

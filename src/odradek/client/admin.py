@@ -31,6 +31,8 @@ from odradek.client.fetcher import (
     isolation_level_id,
     list_offsets,
 )
+from odradek.client.log_dirs import LogDirDescription
+from odradek.client.log_dirs import describe_log_dirs as _describe_log_dirs
 from odradek.client.metadata import BrokerInfo, ClusterMetadata
 from odradek.client.versions import (
     ALTER_CONFIGS,
@@ -562,3 +564,14 @@ class Admin(ClientUser):
                         result[tp] = int(part.low_watermark)
         _raise_failures({tp: failures[tp] for tp in before if tp in failures})
         return result
+
+    # -- log directories -----------------------------------------------------------------------
+
+    async def describe_log_dirs(
+        self,
+        brokers: Sequence[int] | None = None,
+        partitions: Sequence[TopicPartition] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """broker id -> log dir -> its error (offline: KAFKA_STORAGE_ERROR), replicas and
+        space (DescribeLogDirs); every broker by default, only ``partitions`` if given."""
+        return await _describe_log_dirs(self._client, brokers, partitions)

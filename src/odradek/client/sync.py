@@ -22,6 +22,7 @@ from typing import Any, Self, TypeVar
 
 from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
 from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
+from odradek.client.log_dirs import LogDirDescription
 from odradek.client.metadata import ClusterMetadata
 from odradek.client.producer import Producer, RecordMetadata
 from odradek.records.batch import Record
@@ -334,6 +335,13 @@ class SyncAdmin(_SyncBase):
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int = 30000
     ) -> dict[TopicPartition, int]:
         return self._loop.run(self._admin.delete_records(before, timeout_ms=timeout_ms))
+
+    def describe_log_dirs(
+        self,
+        brokers: Sequence[int] | None = None,
+        partitions: Sequence[TopicPartition] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        return self._loop.run(self._admin.describe_log_dirs(brokers, partitions))
 
     def close(self) -> None:
         self._close(self._admin)

@@ -35,6 +35,7 @@ DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
@@ -55,6 +56,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KRaft only)
+    DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds total/usable bytes; v5 cordoned dirs (KIP-1066)
 }
 
 # The first ApiVersions version a new connection tries. v3 is understood by every broker since

@@ -24,6 +24,11 @@ the marker with every log's segment sizes.
 
 ``run_retention``, ``run_flush`` and ``checkpoint`` are meant to be called periodically
 from a thread by the broker; each Log serialises them with its own appends.
+
+``dir_failure`` says whether the directory is online (log_dir_failure.py): an I/O error
+in any of the directory-level writes here takes it offline, and while it is offline
+those writes are skipped (a shutdown then leaves no clean-shutdown marker, so the next
+start recovers every log from its recovery point).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from odradek.storage.checkpoint import (
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import CorruptCheckpointError, StorageError
 from odradek.storage.log import Log, parse_partition_dir_name
+from odradek.storage.log_dir_failure import LogDirFailureChannel, is_io_failure
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
@@ -99,6 +105,10 @@ class LogManager:
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._pending_dir_deletes: list[tuple[int, Path]] = []  # (due ms, renamed dir)
         self.had_clean_shutdown = False
+        # A probe write of one maximal batch: "a full-size batch fits again".
+        self.dir_failure = LogDirFailureChannel(
+            self.data_dir, probe_bytes=default_config.max_message_bytes
+        )
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -183,13 +193,23 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.values())
         for log in logs:
-            log.flush()
+            try:
+                log.flush()
+            except Exception as exc:
+                if not is_io_failure(exc):
+                    raise
+                self.dir_failure.mark_offline(exc)
         for log in logs:
             log.close()
         self.checkpoint()
         self._remove_deleted_dirs(force=True)
+        if self.dir_failure.offline:
+            return  # what reached the disk is unknown: the next start recovers every log
         sizes = {(log.topic, log.partition): log.segment_sizes() for log in logs}
-        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, encode_segment_sizes(sizes))
+        try:
+            atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, encode_segment_sizes(sizes))
+        except OSError as exc:
+            self.dir_failure.mark_offline(exc)
 
     # -- logs --------------------------------------------------------------------------
 
@@ -250,11 +270,18 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery points and log start offsets of every log, atomically."""
+        if self.dir_failure.offline:
+            return  # the last good checkpoints stay; recovery starts from them
         with self._lock:
             logs = dict(self._logs)
         with self._checkpoint_lock:
-            self._recovery_points.write({tp: log.recovery_point for tp, log in logs.items()})
-            self._log_start_offsets.write({tp: log.log_start_offset for tp, log in logs.items()})
+            try:
+                self._recovery_points.write({tp: log.recovery_point for tp, log in logs.items()})
+                self._log_start_offsets.write(
+                    {tp: log.log_start_offset for tp, log in logs.items()}
+                )
+            except OSError as exc:
+                self.dir_failure.mark_offline(exc)
 
     def run_retention(self) -> None:
         """Apply retention to every log, expire idle producers, remove deleted logs."""
@@ -269,11 +296,24 @@ class LogManager:
 
     def run_flush(self) -> None:
         """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it."""
+        if self.dir_failure.offline:
+            return
         for log in self.all_logs():
             try:
                 log.maybe_flush()
-            except Exception:
+            except Exception as exc:
+                if is_io_failure(exc):
+                    self.dir_failure.mark_offline(exc)
+                    return
                 logger.exception("flush of %s failed", log.directory.name)
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(total, usable) bytes of the volume holding the directory (-1, -1 if unknown)."""
+        try:
+            st = os.statvfs(self.data_dir)
+        except OSError:
+            return -1, -1
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
     def _remove_deleted_dirs(self, *, force: bool = False) -> None:
         now_ms = self._now_ms()

@@ -450,18 +450,32 @@ class LogSegment:
         shared = self._shared_file()
         start = self.size
         view = memoryview(data)
+        # What indexing changes, to put back if an index entry cannot be written either.
+        undo = (
+            self.offset_index.entries,
+            self.time_index.entries,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self.bytes_since_last_index_entry,
+        )
         try:
             written = 0
             while written < len(view):
                 written += os.write(shared.fd, view[written:])
+            # Inside the try: a batch whose index entry failed (a full disk) must go too,
+            # or the next append would land after bytes nobody acknowledged.
+            self._index_batches(start, batches)
         except OSError as exc:
             os.ftruncate(shared.fd, start)
+            self.offset_index.truncate_to_entries(undo[0])
+            self.time_index.truncate_to_entries(undo[1])
+            (self._max_timestamp, self._offset_of_max_timestamp,
+             self.bytes_since_last_index_entry) = undo[2:]  # fmt: skip
             raise StorageError(f"{self.log_path}: append failed: {exc}") from exc
         self._log_dirty = True
         if start == 0 and batches:
             self._first_timestamp = batches[0][4]
             self._first_timestamp_loaded = True
-        self._index_batches(start, batches)
         self._size = start + len(view)
 
     def _index_batches(self, start: int, batches: Sequence[BatchEntry]) -> None:
