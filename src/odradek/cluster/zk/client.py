@@ -188,9 +188,7 @@ class ZkClient:
         previous session that ZooKeeper has not expired yet."""
         path = paths.broker_id(registration.broker_id)
         try:
-            self._call(
-                self._zk.create, path, registration.encode(), ephemeral=True, makepath=True
-            )
+            self._call(self._zk.create, path, registration.encode(), ephemeral=True, makepath=True)
         except NodeExistsError:
             pass  # ours if an earlier attempt got through before a connection loss
         found = self._get(path)
@@ -199,8 +197,9 @@ class ZkClient:
         _data, stat = found
         if stat.ephemeralOwner != self.session_id:
             raise BrokerIdAlreadyRegistered(registration.broker_id, stat.ephemeralOwner)
-        log.info("registered broker %d at %s, broker epoch %d", registration.broker_id,
-                 path, stat.czxid)
+        log.info(
+            "registered broker %d at %s, broker epoch %d", registration.broker_id, path, stat.czxid
+        )
         return stat.czxid
 
     def get_broker(self, broker: int) -> BrokerRegistration | None:
@@ -234,8 +233,9 @@ class ZkClient:
         random Kafka Uuid unless ``proposed``), every later one reads the same value."""
         proposed = proposed or random_kafka_uuid()
         try:
-            self._call(self._zk.create, paths.CLUSTER_ID, encode_cluster_id(proposed),
-                       makepath=True)
+            self._call(
+                self._zk.create, paths.CLUSTER_ID, encode_cluster_id(proposed), makepath=True
+            )
             return proposed
         except NodeExistsError:
             cluster_id = self.get_cluster_id()
@@ -253,7 +253,9 @@ class ZkClient:
     ) -> None:
         """Write the topic's config, then its assignment (AdminZkClient order: a
         controller that sees the assignment can already read the config). Raise
-        NodeExists if the topic exists."""
+        NodeExists if the topic exists, before touching its config."""
+        if self._call(self._zk.exists, paths.topic(topic)) is not None:
+            raise NodeExists(paths.topic(topic))
         self.set_entity_config(paths.CONFIG_TYPE_TOPIC, topic, config or {})
         try:
             self._call(self._zk.create, paths.topic(topic), assignment.encode(), makepath=True)
@@ -372,8 +374,9 @@ class ZkClient:
 
         def ops(txn: Any) -> None:
             txn.create(paths.CONTROLLER, registration.encode(), ephemeral=True)
-            txn.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch),
-                         current.zk_version)
+            txn.set_data(
+                paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch), current.zk_version
+            )
 
         results = self._multi(None, ops)
         if not any(isinstance(r, Exception) for r in results):
@@ -396,8 +399,7 @@ class ZkClient:
 
     def resign_controller(self, controller_epoch_version: int) -> None:
         """Delete ``/controller`` if this epoch still holds it (Kafka's deleteController)."""
-        results = self._multi(controller_epoch_version,
-                              lambda txn: txn.delete(paths.CONTROLLER))
+        results = self._multi(controller_epoch_version, lambda txn: txn.delete(paths.CONTROLLER))
         if isinstance(results[-1], NoNodeError):
             return
 
@@ -573,8 +575,9 @@ def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> K
     return kazoo
 
 
-def _retry(kazoo: KazooClient, timeout_ms: int, func: Callable[..., Any], *args: Any,
-           **kwargs: Any) -> Any:
+def _retry(
+    kazoo: KazooClient, timeout_ms: int, func: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
     retry = KazooRetry(
         max_tries=-1,
         delay=0.05,

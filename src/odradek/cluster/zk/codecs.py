@@ -285,9 +285,7 @@ class TopicAssignment:
             "version": 3,
             "partitions": {str(p): list(r) for p, r in self.partitions.items()},
             "adding_replicas": {str(p): list(r) for p, r in self.adding_replicas.items() if r},
-            "removing_replicas": {
-                str(p): list(r) for p, r in self.removing_replicas.items() if r
-            },
+            "removing_replicas": {str(p): list(r) for p, r in self.removing_replicas.items() if r},
         }
         if self.topic_id is not None:
             body["topic_id"] = self.topic_id

@@ -68,8 +68,12 @@ class ControllerElector:
     def _resign(self, reason: str) -> None:
         if self.epoch is None:
             return
-        log.info("broker %d is no longer controller (epoch %d): %s", self.broker_id,
-                 self.epoch.epoch, reason)
+        log.info(
+            "broker %d is no longer controller (epoch %d): %s",
+            self.broker_id,
+            self.epoch.epoch,
+            reason,
+        )
         self.epoch = None
         self._on_resigned()
 
@@ -90,6 +94,5 @@ class ControllerElector:
             except ZooKeeperError as exc:
                 log.warning("controller election failed: %s", exc)
                 return
-            log.info("broker %d elected controller with epoch %d", self.broker_id,
-                     self.epoch.epoch)
+            log.info("broker %d elected controller with epoch %d", self.broker_id, self.epoch.epoch)
             self._on_elected(self.epoch)
