@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 from tests.helpers.broker import free_port
 
@@ -113,12 +115,25 @@ class ZooKeeperServer:
                     f"log tail:\n{self.log_tail()}"
                 )
             try:
-                if four_letter_word(self.port, "ruok") == "imok":
+                if four_letter_word(self.port, "ruok") == "imok" and self._session_works():
                     return
             except OSError:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"ZooKeeper on port {self.port} not ready after {timeout}s")
+
+    def _session_works(self) -> bool:
+        # "imok" only says the process listens; a session proves it serves clients, so a
+        # test's first connect does not land on a server still loading its data.
+        client = KazooClient(hosts=self.connect, timeout=10.0)
+        try:
+            client.start(timeout=5)
+            return True
+        except KazooTimeoutError:
+            return False
+        finally:
+            client.stop()
+            client.close()
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -28,6 +28,7 @@ from odradek.cluster.zk.errors import (
     ZooKeeperClientTimeout,
 )
 from tests.helpers.broker import free_port
+from tests.helpers.tcp_proxy import TcpProxy
 from tests.helpers.zookeeper import ZooKeeperServer, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(120)]
@@ -224,6 +225,9 @@ def test_zombie_controller_writes_are_fenced(connect_client) -> None:
     with pytest.raises(ControllerMoved):
         old.create_partition_state("t", 1, PartitionState(1, 0, (1,), 1), old_epoch.zk_version)
     assert new.get_partition_state("t", 0)[1] == 0  # untouched
+    with pytest.raises(ControllerMoved):
+        old.resign_controller(old_epoch.zk_version)  # must not delete its successor's seat
+    assert new.get_controller().broker_id == 2
 
 
 def test_config_change_notifications_are_watched(connect_client) -> None:
@@ -241,31 +245,38 @@ def test_config_change_notifications_are_watched(connect_client) -> None:
 
 
 def test_session_expiry_lets_the_broker_register_again(
-    connect_client, zookeeper_server: ZooKeeperServer
+    zk_connect: str, zookeeper_server: ZooKeeperServer, connect_client
 ) -> None:
-    broker, observer = connect_client(), connect_client()
-    lost, renewed = threading.Event(), threading.Event()
-    broker.on_session_lost(lost.set)
+    observer = connect_client()
+    # The broker reaches ZooKeeper through a proxy the test can cut, so only its session
+    # starves and expires on the server, as after a long pause or a network partition.
+    proxy = TcpProxy(zookeeper_server.port).start()
+    chroot = zk_connect[zk_connect.index("/") :]
+    broker = ZkClient.connect(proxy.address + chroot, session_timeout_ms=SESSION_MS)
+    try:
+        lost, renewed = threading.Event(), threading.Event()
+        broker.on_session_lost(lost.set)
 
-    def register_again() -> None:
+        def register_again() -> None:
+            broker.register_broker(registration(3))
+            renewed.set()
+
+        broker.on_new_session(register_again)
         broker.register_broker(registration(3))
-        renewed.set()
+        old_session = broker.session_id
 
-    broker.on_new_session(register_again)
-    broker.register_broker(registration(3))
-    old_session = broker.session_id
+        proxy.cut()
+        wait_until(lambda: observer.get_broker_ids() == [], SESSION_MS / 1000 + 10, "expiry")
+        assert not lost.is_set()  # the client cannot know before it reaches ZooKeeper again
+        proxy.restore()
 
-    # Expire the broker's session from outside: another client attaches to the same
-    # session id and closes it, as ZooKeeper's own tests do.
-    thief = KazooClient(hosts=zookeeper_server.connect, client_id=broker._zk.client_id)
-    thief.start(10)
-    thief.stop()
-    thief.close()
-
-    assert lost.wait(SESSION_MS / 1000 + 10), "session loss not reported"
-    assert renewed.wait(SESSION_MS / 1000 + 10), "no new session"
-    assert broker.session_id != old_session
-    wait_until(lambda: observer.get_broker_ids() == [3], 5, "the registration to return")
+        assert lost.wait(10), "session loss not reported"
+        assert renewed.wait(10), "no new session"
+        assert broker.session_id != old_session
+        wait_until(lambda: observer.get_broker_ids() == [3], 5, "the registration to return")
+    finally:
+        broker.close()
+        proxy.close()
 
 
 def test_connection_timeout_is_a_typed_error() -> None:

@@ -290,10 +290,12 @@ class ZkClient(ZkSession):
         )
 
     def resign_controller(self, controller_epoch_version: int) -> None:
-        """Delete ``/controller`` if this epoch still holds it (Kafka's deleteController)."""
+        """Delete ``/controller`` if this epoch still holds it (Kafka's deleteController);
+        ControllerMoved if another controller has been elected since."""
         results = self._multi(controller_epoch_version, lambda txn: txn.delete(paths.CONTROLLER))
-        if isinstance(results[-1], NoNodeError):
-            return
+        outcome = results[-1]
+        if isinstance(outcome, Exception) and not isinstance(outcome, NoNodeError):
+            raise outcome  # already gone (NoNode) is what resigning wants
 
     def watch_controller(
         self, callback: Callable[[ControllerRegistration | None], None]
