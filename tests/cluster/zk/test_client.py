@@ -315,3 +315,38 @@ def test_survives_zookeeper_kill_and_restart(tmp_path: Path) -> None:
     finally:
         client.close()
         server.stop()
+
+
+def test_elector_fails_over_when_the_controller_session_expires(
+    zk_connect: str, zookeeper_server: ZooKeeperServer, connect_client
+) -> None:
+    """The controller's process lives on but cannot reach ZooKeeper (a partition or a long
+    pause): its session expires, the other broker takes over, and the old controller
+    learns it resigned once it is back."""
+    proxy = TcpProxy(zookeeper_server.port).start()
+    chroot = zk_connect[zk_connect.index("/") :]
+    cut_off = ZkClient.connect(proxy.address + chroot, session_timeout_ms=SESSION_MS)
+    healthy = connect_client()
+    resigned = threading.Event()
+    first = ControllerElector(cut_off, 1, lambda epoch: None, resigned.set)
+    second = ControllerElector(healthy, 2, lambda epoch: None, lambda: None)
+    try:
+        first.start()
+        wait_until(lambda: first.is_controller, 10, "broker 1 to be elected")
+        second.start()
+        assert not second.is_controller
+
+        proxy.cut()
+        started = time.monotonic()
+        wait_until(lambda: second.is_controller, SESSION_MS / 1000 + 10, "failover")
+        assert time.monotonic() - started < SESSION_MS / 1000 + 10
+        assert second.epoch.epoch == 2
+        proxy.restore()
+        assert resigned.wait(15), "the old controller never learned it lost its seat"
+        wait_until(lambda: not first.is_controller, 5, "broker 1 to step down")
+        assert healthy.get_controller().broker_id == 2
+    finally:
+        first.stop()
+        second.stop()
+        cut_off.close()
+        proxy.close()
