@@ -170,7 +170,7 @@ def test_leader_and_isr_v7_request_bytes() -> None:
             "controller_id": 1,
             "controller_epoch": 2,
             "broker_epoch": 5,
-            "type": 1,
+            "type_": 1,
             "topic_states": [
                 {
                     "topic_name": "t",
@@ -291,11 +291,11 @@ def test_update_metadata_v8_request_bytes_with_tagged_type() -> None:
         ib.request_class(ib.UPDATE_METADATA, 8),
         {
             "controller_id": 1,
-            "type": 2,
+            "type_": 2,
             "controller_epoch": 1,
             "live_brokers": [
                 {
-                    "id": 1,
+                    "id_": 1,
                     "endpoints": [
                         {"port": 1, "host": "h", "listener": "L", "security_protocol": 0}
                     ],
@@ -327,7 +327,7 @@ def test_update_metadata_v2_request_bytes_with_null_rack() -> None:
             "ungrouped_partition_states": [],
             "live_brokers": [
                 {
-                    "id": 4,
+                    "id_": 4,
                     "endpoints": [{"port": 9092, "host": "h", "security_protocol": 1}],
                     "rack": None,
                 }

@@ -9,7 +9,10 @@ types, version ranges, defaults and tags. From them this module makes frozen
 dataclasses of exactly kio's shape, one set per (API, version, request/response), so
 odradek's schema-walking reader (:func:`odradek.protocol.lenient.read_entity`), kio's
 encoder (``kio.serial.entity_writer``) and :func:`odradek.protocol.build.build` all work
-on them unchanged.
+on them unchanged. Field names, types, optionality, tags and defaults were compared, for
+every version, with the classes kio 0.5.0 generated for these APIs (it still had them):
+they agree except that kio 0.5.0 also gives broker-id arrays an empty default, which
+does not change a byte on the wire.
 
 These APIs are not in the advertised version table: nothing handles them yet.
 """
@@ -367,8 +370,10 @@ def _in_range(spec: str | None, version: int) -> bool:
 
 def _snake(name: str) -> str:
     # kio's field names: KafkaCase -> snake_case (isKRaftController -> is_kraft_controller).
-    name = name.replace("KRaft", "Kraft")
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    # kio's field names (isKRaftController -> is_k_raft_controller), with a trailing "_"
+    # where the name would shadow a builtin (Id -> id_, Type -> type_).
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return f"{snake}_" if snake in ("id", "type") else snake
 
 
 def _build_class(
@@ -403,15 +408,13 @@ def _build_class(
             annotation, metadata["kafka_type"] = ErrorCode, "error_code"  # as kio does
         else:
             annotation, metadata["kafka_type"] = _SCALARS[spec.type]
-        if nullable:
-            annotation = annotation | None
+        if nullable or spec.type == "uuid":
+            annotation = annotation | None  # kio types every uuid as optional
         tagged = spec.tag is not None and flexible
         if tagged:
             metadata["tag"] = spec.tag
         if spec.default is not _NO_DEFAULT:
             field = dataclasses.field(metadata=metadata, default=_typed(annotation, spec.default))
-        elif nullable:
-            field = dataclasses.field(metadata=metadata, default=None)
         else:
             field = dataclasses.field(metadata=metadata)
         specs.append((_snake(spec.name), annotation, field))
