@@ -350,3 +350,18 @@ def test_elector_fails_over_when_the_controller_session_expires(
         second.stop()
         cut_off.close()
         proxy.close()
+
+
+def test_stale_session_loss_does_not_unseat_a_controller_elected_since(connect_client) -> None:
+    """The session-lost callback runs on its own thread; when it arrives after the new
+    session already re-elected this broker, the fresh epoch must stay."""
+    client = connect_client()
+    resigned = threading.Event()
+    elector = ControllerElector(client, 1, lambda epoch: None, resigned.set)
+    elector.start()
+    try:
+        wait_until(lambda: elector.is_controller, 10, "the election")
+        elector._session_lost()  # as if delivered late, after the re-election
+        assert elector.is_controller and not resigned.is_set()
+    finally:
+        elector.stop()

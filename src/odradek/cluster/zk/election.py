@@ -36,6 +36,7 @@ class ControllerElector:
         self._stop_watch: Callable[[], None] | None = None
         self._stopped = False
         self.epoch: ControllerEpoch | None = None  # set while this broker is controller
+        self._elected_session = 0  # the ZooKeeper session that won self.epoch
 
     @property
     def is_controller(self) -> bool:
@@ -61,8 +62,11 @@ class ControllerElector:
 
     def _session_lost(self) -> None:
         # The ephemeral /controller went with the session; the watch elects again once
-        # the new session sees the znode absent.
+        # the new session sees the znode absent. This callback runs on its own thread and
+        # may come after that re-election: an epoch won in the live session stays.
         with self._lock:
+            if self.epoch is not None and self._elected_session == self._zk.session_id:
+                return
             self._resign("ZooKeeper session expired")
 
     def _resign(self, reason: str) -> None:
@@ -88,6 +92,7 @@ class ControllerElector:
             self._resign("/controller was deleted")
             try:
                 self.epoch = self._zk.register_controller(self.broker_id)
+                self._elected_session = self._zk.session_id
             except ControllerMoved as exc:
                 log.debug("%s", exc)
                 return
