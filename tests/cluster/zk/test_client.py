@@ -31,7 +31,7 @@ from tests.helpers.broker import free_port
 from tests.helpers.tcp_proxy import TcpProxy
 from tests.helpers.zookeeper import ZooKeeperServer, zookeeper_available
 
-pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(120)]
 
 SESSION_MS = 4000
 

@@ -4,7 +4,8 @@ Every broker runs a :class:`ControllerElector`. It watches ``/controller``; when
 znode is absent it tries :meth:`ZkClient.register_controller`. The winner's
 ``on_elected(epoch)`` runs; when its seat is lost (its session expired, or ``/controller``
 names another broker) ``on_resigned()`` runs and it takes part in the next election.
-Callbacks run on kazoo's threads, one at a time.
+Callbacks run on kazoo's threads, one at a time, and must return quickly (hand the work
+to the controller's event queue): kazoo delivers every other watch on the same thread.
 """
 
 from __future__ import annotations
