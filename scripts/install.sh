@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything odradek needs on a fresh Debian machine, idempotently.
 #   scripts/install.sh          system packages for the demo (a JRE for Spark) + the package with Spark
-#   scripts/install.sh --test   also kcat, redis-server and the test dependencies
+#   scripts/install.sh --test   also kcat, redis-server, zookeeper, nftables and the test dependencies
 # Re-running it is cheap: apt and pip skip what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,8 @@ want_test=0
 
 apt_packages=(default-jre-headless python3-venv)
 if (( want_test )); then
-  apt_packages+=(kcat redis-server)
+  # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults
+  apt_packages+=(kcat redis-server zookeeper nftables)
 fi
 
 missing=()

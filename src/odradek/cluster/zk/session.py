@@ -1,0 +1,216 @@
+"""One ZooKeeper session over kazoo: connecting, retries, session expiry, fenced writes.
+
+Every call is synchronous and may block up to ``zookeeper.connection.timeout.ms`` while
+the connection is down (kazoo reconnects and the call is retried until then, as Kafka's
+``retryRequestUntilConnected`` does); an asyncio caller runs them with
+``asyncio.to_thread``. Callbacks (watches, session events) run on kazoo's threads, never
+on an event loop: hand them over with ``loop.call_soon_threadsafe``.
+
+A write made on behalf of a controller epoch takes the ``/controller_epoch`` znode
+version that controller won with; it is sent as one ZooKeeper transaction with a version
+check on ``/controller_epoch``, so a controller that lost its seat (a zombie) fails with
+:class:`ControllerMoved` instead of overwriting the new controller's work, as Kafka's
+controller does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Self
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.retry import KazooRetry, RetryFailedError
+
+from odradek.cluster.zk import paths
+from odradek.cluster.zk.errors import ControllerMoved, NoNode, StaleVersion, ZooKeeperClientTimeout
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms
+
+
+class ZkSession:
+    """A kazoo client plus what Kafka's ZooKeeperClient adds around it."""
+
+    def __init__(self, kazoo: KazooClient, session_timeout_ms: int, connection_timeout_ms: int):
+        self._zk = kazoo
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        self._closing = False
+        self._lost = False
+        self._lost_callbacks: list[Callable[[], None]] = []
+        self._new_session_callbacks: list[Callable[[], None]] = []
+        self._callback_lock = threading.Lock()
+        kazoo.add_listener(self._state_changed)
+
+    # --- connection ---------------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        zookeeper_connect: str,
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_timeout_ms: int | None = None,
+    ) -> Self:
+        """Connect as a Kafka broker does: ``zookeeper.connect``, its session timeout and
+        its connection timeout (which defaults to the session timeout, as in Kafka).
+        The chroot is created first if it does not exist yet, as KafkaServer does."""
+        target = paths.parse_connect(zookeeper_connect)
+        connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        if target.chroot:
+            root = _start(target.hosts, session_timeout_ms, connection_timeout_ms)
+            try:
+                _retry(root, connection_timeout_ms, root.ensure_path, target.chroot)
+            finally:
+                root.stop()
+                root.close()
+        kazoo = _start(str(target), session_timeout_ms, connection_timeout_ms)
+        return cls(kazoo, session_timeout_ms, connection_timeout_ms)
+
+    def close(self) -> None:
+        """End the session: ZooKeeper drops this client's ephemeral znodes at once."""
+        self._closing = True
+        self._zk.stop()
+        self._zk.close()
+
+    @property
+    def session_id(self) -> int:
+        return self._zk.client_id[0] if self._zk.client_id else 0
+
+    @property
+    def connected(self) -> bool:
+        return self._zk.connected
+
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        """``callback()`` when the session expired: this client's ephemeral znodes (broker
+        registration, /controller) are gone and watches need the new session."""
+        with self._callback_lock:
+            self._lost_callbacks.append(callback)
+
+    def on_new_session(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once a new session is connected after a loss: the moment to
+        register the broker again (Kafka's SessionExpirationListener)."""
+        with self._callback_lock:
+            self._new_session_callbacks.append(callback)
+
+    def _state_changed(self, state: str) -> None:
+        # Runs on kazoo's connection thread, which must not block: callbacks get a thread.
+        if self._closing:
+            return
+        if state == KazooState.LOST:
+            self._lost = True
+            callbacks = self._lost_callbacks
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            callbacks = self._new_session_callbacks
+        else:
+            return
+        with self._callback_lock:
+            for callback in list(callbacks):
+                self._zk.handler.spawn(_guarded, callback)
+
+    def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return _retry(self._zk, self.connection_timeout_ms, func, *args, **kwargs)
+
+    def _get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return self._call(self._zk.get, path)
+        except NoNodeError:
+            return None
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self._call(self._zk.get_children, path)
+        except NoNodeError:
+            return []
+
+    # --- conditional writes -------------------------------------------------------
+
+    def _multi(self, controller_epoch_version: int | None, add_ops: Callable[[Any], None]) -> list:
+        """Run a transaction, first checking ``/controller_epoch`` when a version is given.
+        Returns kazoo's result list without the check's entry; a failed check raises
+        ControllerMoved."""
+
+        def commit() -> list:
+            txn = self._zk.transaction()  # built afresh on every retry
+            if controller_epoch_version is not None:
+                txn.check(paths.CONTROLLER_EPOCH, controller_epoch_version)
+            add_ops(txn)
+            return txn.commit()
+
+        results = self._call(commit)
+        if controller_epoch_version is None:
+            return results
+        check = results[0]
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise ControllerMoved(
+                f"controller epoch znode is no longer at version {controller_epoch_version}"
+            )
+        return results[1:]
+
+    def _conditional_set(
+        self, path: str, data: bytes, expected_version: int, controller_epoch_version: int | None
+    ) -> int:
+        if expected_version < 0:
+            raise ValueError("a compare-and-set needs the version that was read")
+        results = self._multi(
+            controller_epoch_version, lambda txn: txn.set_data(path, data, expected_version)
+        )
+        outcome = results[0]
+        if isinstance(outcome, BadVersionError):
+            raise StaleVersion(path, expected_version)
+        if isinstance(outcome, NoNodeError):
+            raise NoNode(path)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome.version
+
+
+def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> KazooClient:
+    kazoo = KazooClient(
+        hosts=hosts,
+        timeout=session_timeout_ms / 1000,
+        # Reconnect for ever in the background; each command waits up to the connection
+        # timeout for it (see _retry).
+        connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+    )
+    try:
+        kazoo.start(timeout=connection_timeout_ms / 1000)
+    except KazooTimeoutError:
+        kazoo.stop()
+        kazoo.close()
+        raise ZooKeeperClientTimeout(
+            f"Timed out waiting for connection to {hosts} after {connection_timeout_ms} ms"
+        ) from None
+    return kazoo
+
+
+def _retry(
+    kazoo: KazooClient, timeout_ms: int, func: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    retry = KazooRetry(
+        max_tries=-1,
+        delay=0.05,
+        max_delay=1.0,
+        deadline=timeout_ms / 1000,
+        sleep_func=kazoo.handler.sleep_func,
+    )
+    try:
+        return retry(func, *args, **kwargs)
+    except RetryFailedError:
+        raise ZooKeeperClientTimeout(
+            f"no ZooKeeper connection for {timeout_ms} ms (zookeeper.connection.timeout.ms)"
+        ) from None
+
+
+def _guarded(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:
+        log.exception("ZooKeeper session callback failed")
