@@ -48,7 +48,7 @@ import struct
 
 import cramjam
 
-from odradek.records.errors import CorruptRecordError
+from odradek.records.errors import CorruptRecordError, UncompressedSizeError
 
 __all__ = ["Compression", "compress", "decompress"]
 
@@ -176,7 +176,7 @@ def decompress(
         raise ValueError(f"max_size must be >= 0, got {max_size}")
     if codec is Compression.NONE:
         if max_size is not None and len(data) > max_size:
-            raise CorruptRecordError(f"{len(data)} bytes exceed the {max_size}-byte limit")
+            raise UncompressedSizeError(f"{len(data)} bytes exceed the {max_size}-byte limit")
         return bytes(data)
     if codec is Compression.SNAPPY:
         if bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
@@ -212,12 +212,12 @@ def _bounded_decompress(
                 if size < limit:
                     size = min(limit, size * _GUESS_RATIO)
                     continue
-                raise CorruptRecordError(
+                raise UncompressedSizeError(
                     f"{codec.kafka_name} stream decompresses to more than {max_size} bytes"
                 ) from None
             raise CorruptRecordError(f"{codec.kafka_name} stream is corrupt: {exc}") from None
         if written > max_size:
-            raise CorruptRecordError(
+            raise UncompressedSizeError(
                 f"{codec.kafka_name} stream decompresses to more than {max_size} bytes"
             )
         del out[written:]
@@ -237,7 +237,7 @@ def _raw_snappy_decompress(
             f"snappy stream of {len(data)} bytes declares an impossible {declared} bytes"
         )
     if max_size is not None and already + declared > max_size:
-        raise CorruptRecordError(f"snappy stream decompresses to more than {max_size} bytes")
+        raise UncompressedSizeError(f"snappy stream decompresses to more than {max_size} bytes")
     try:
         return bytes(cramjam.snappy.decompress_raw(data))
     except cramjam.DecompressionError as exc:
