@@ -914,7 +914,11 @@ class Log:
                     continue  # wholly below the log start: awaiting deletion
                 if segment.max_timestamp < timestamp_ms:
                     continue
-                found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)
+                found = segment.find_offset_by_timestamp(
+                    timestamp_ms,
+                    self.log_start_offset,
+                    uncompressed_limit(self.config.max_message_bytes),
+                )
                 if found is not None:
                     return found
             return None
