@@ -29,6 +29,7 @@ from odradek.records.validation import (
     uncompressed_limit,
     validate_records,
 )
+from tests.helpers.bombs import bomb_batch, lying_snappy_batch
 
 NOW = 1_700_000_000_000
 LIMIT = 1 << 20
@@ -275,48 +276,17 @@ def test_limit_follows_message_max_bytes() -> None:
     assert uncompressed_limit(5000) == UNCOMPRESSED_RATIO * MIN_UNCOMPRESSED_LIMIT
 
 
-def _bomb(codec: Compression, size: int) -> bytearray:
-    """A one-record batch whose value is ``size`` zero bytes, compressed in ``codec``."""
-    from odradek.records.varint import encode_varint
-
-    body = b"\x00\x00\x00\x01" + encode_varint(size)
-    head = encode_varint(len(body) + size + 1) + body
-    chunk = bytes(1 << 20)
-    if codec is Compression.ZSTD:
-        import cramjam
-
-        compressor = cramjam.zstd.Compressor(level=1)
-        compressor.compress(head)
-        for _ in range(size >> 20):
-            compressor.compress(chunk)
-        compressor.compress(b"\x00")
-        stream = bytes(compressor.finish())
-    elif codec is Compression.GZIP:
-        import zlib
-
-        deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
-        parts = [deflate.compress(head)]
-        parts += [deflate.compress(chunk) for _ in range(size >> 20)]
-        parts.append(deflate.compress(b"\x00") + deflate.flush())
-        stream = b"".join(parts)
-    else:
-        stream = compress(codec, head + bytes(size) + b"\x00")
-    out = bytearray(_HEADER.size) + stream
-    _HEADER.pack_into(out, 0, 0, len(out) - 12, -1, 2, 0, int(codec), 0, NOW, NOW, -1, -1, -1, 1)
-    return restamp(out)
-
-
 @pytest.mark.parametrize(
     ("codec", "size"),
     [
         (Compression.ZSTD, 1 << 30),
-        (Compression.GZIP, 256 << 20),
+        (Compression.GZIP, 128 << 20),
         (Compression.LZ4, 64 << 20),
         (Compression.SNAPPY, 64 << 20),
     ],
 )
 def test_bombs_are_refused_at_the_limit(codec: Compression, size: int) -> None:
-    buf = _bomb(codec, size)
+    buf = bomb_batch(codec, size, timestamp_ms=NOW)
     started = time.monotonic()
     with pytest.raises(UncompressedSizeError):
         check(buf, limit=8 << 20)
@@ -324,3 +294,8 @@ def test_bombs_are_refused_at_the_limit(codec: Compression, size: int) -> None:
     # The same batch below the limit is a valid one-record batch.
     if size <= 64 << 20:
         check(buf, limit=size + 64)
+
+
+def test_raw_snappy_declaring_a_gigabyte_is_refused_before_inflating() -> None:
+    with pytest.raises(CorruptRecordError):
+        check(lying_snappy_batch(), limit=uncompressed_limit(1048588))
