@@ -42,7 +42,7 @@ def _stream(codec: Compression, head: bytes, size: int) -> bytes:
         compressor.compress(bytes(size & 0xFFFFF) + tail)
         return bytes(compressor.finish())
     if codec is Compression.GZIP:
-        deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+        deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
         parts = [deflate.compress(head)]
         parts += [deflate.compress(_CHUNK) for _ in range(size >> 20)]
         parts.append(deflate.compress(bytes(size & 0xFFFFF) + tail) + deflate.flush())
