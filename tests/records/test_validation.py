@@ -13,12 +13,20 @@ from __future__ import annotations
 import os
 import struct
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from odradek.records import Compression, CorruptRecordError, Record, build_batch, decode_batch
+from odradek.records import (
+    Compression,
+    CorruptRecordError,
+    Record,
+    build_batch,
+    decode_batch,
+    validation,
+)
 from odradek.records.batch import DecodedRecord, _encode_records
 from odradek.records.compression import compress
 from odradek.records.errors import InvalidRecordsError, UncompressedSizeError
@@ -32,8 +40,19 @@ from odradek.records.validation import (
 from tests.helpers.bombs import bomb_batch, lying_snappy_batch
 
 NOW = 1_700_000_000_000
+C_WALK = validation._c_walk  # None when the extension is not built
+WALKERS = ["c", "python"] if C_WALK is not None else ["python"]
 LIMIT = 1 << 20
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+@pytest.fixture(scope="module", params=WALKERS, autouse=True)
+def walker(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs with the C walk (when built) and with the Python one."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "python":
+            patch.setattr(validation, "_c_walk", None)
+        yield request.param
 
 
 def restamp(buf: bytearray) -> bytearray:
@@ -213,7 +232,7 @@ def _decoder_accepts(buf: bytearray) -> bool:
     return [r.offset for r in decoded.records] == list(range(len(decoded.records)))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=records_strategy,
     where=st.floats(0, 1, exclude_max=True),
@@ -299,3 +318,38 @@ def test_bombs_are_refused_at_the_limit(codec: Compression, size: int) -> None:
 def test_raw_snappy_declaring_a_gigabyte_is_refused_before_inflating() -> None:
     with pytest.raises(CorruptRecordError):
         check(lying_snappy_batch(), limit=uncompressed_limit(1048588))
+
+
+@pytest.mark.skipif(C_WALK is None, reason="the C walk is not built")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=records_strategy,
+    mutations=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), max_size=3
+    ),
+)
+def test_c_and_python_walks_agree(
+    records: list[Record], mutations: list[tuple[float, int]]
+) -> None:
+    buf = build_batch(records, now_ms=NOW)
+    for where, value in mutations:
+        buf[61 + int(where * (len(buf) - 61))] = value
+    header = parse_header(buf)
+    from_c = C_WALK(buf, 61, len(buf), header.records_count)
+    try:
+        from_python: object = validation._walk(buf, 61, len(buf), header.records_count)
+    except (CorruptRecordError, IndexError):
+        from_python = "error"
+    assert isinstance(from_c, str) == (from_python == "error")
+    if not isinstance(from_c, str):
+        assert from_c == from_python
+
+
+def test_c_walk_never_reads_outside_its_range() -> None:
+    if C_WALK is None:
+        pytest.skip("the C walk is not built")
+    buf = build_batch(three(), now_ms=NOW)
+    # The section ends one byte early: the walk must fail, not read the last byte.
+    assert isinstance(C_WALK(buf, 61, len(buf) - 1, 3), str)
+    with pytest.raises(ValueError):
+        C_WALK(buf, 61, len(buf) + 1, 3)
