@@ -14,6 +14,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,7 @@ from odradek.records import (
 from odradek.records.batch import DecodedRecord, _encode_records
 from odradek.records.compression import compress
 from odradek.records.errors import InvalidRecordsError, UncompressedSizeError
-from odradek.records.header import compute_crc, parse_header
+from odradek.records.header import compute_crc, iter_headers, parse_header
 from odradek.records.validation import (
     MIN_UNCOMPRESSED_LIMIT,
     UNCOMPRESSED_RATIO,
@@ -353,3 +354,14 @@ def test_c_walk_never_reads_outside_its_range() -> None:
     assert isinstance(C_WALK(buf, 61, len(buf) - 1, 3), str)
     with pytest.raises(ValueError):
         C_WALK(buf, 61, len(buf) + 1, 3)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in (Path(__file__).parent / "data").glob("librdkafka_*.bin"))
+)
+def test_batches_librdkafka_really_produced_pass(name: str) -> None:
+    raw = (Path(__file__).parent / "data" / name).read_bytes()
+    for pos, header in iter_headers(raw):
+        summary = validate_records(raw, pos, header, max_uncompressed=uncompressed_limit(1048588))
+        decoded = decode_batch(raw, pos)
+        assert summary.max_timestamp == max(r.timestamp_ms for r in decoded.records)
