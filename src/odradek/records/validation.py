@@ -26,7 +26,7 @@ Errors: records that do not match the header raise :class:`InvalidRecordsError`
 raises :class:`UncompressedSizeError`.
 
 The walk builds no objects per record. It runs in C (``_walk.c``, built by
-``pip install -e .``; about 30 times faster) when the extension is there, else in
+``pip install -e .``; some 40 times faster) when the extension is there, else in
 the pure-Python ``_walk`` below, which makes the same decisions and which the tests
 run side by side with the C one. ``bench/bench_records.py`` prints what validation
 costs relative to an append without it.
