@@ -6,17 +6,25 @@
 2. Encode (``build_batch``) and decode (``decode_batch``) throughput in records/s for
    100-byte records, per codec, with aiokafka's Cython batch builder / reader as a
    reference point for the uncompressed case.
+3. Produce validation: ``Log.append_as_leader`` of 1000-record batches per codec, with
+   the per-record walk (:mod:`odradek.records.validation`) and without it (the header
+   checks and CRC only, as before validation walked records), in records/s and as a
+   ratio; for uncompressed batches also with the pure-Python walk (the fallback when
+   the C extension is not built).
 
-Usage: ``.venv/bin/python bench/bench_records.py [--records N] [--seconds S]``.
+Usage: ``.venv/bin/python bench/bench_records.py [--records N] [--seconds S] [--only validation]``.
 Each figure is the best of several timed rounds, to damp the noise of a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from crc32c import crc32c
 
@@ -134,16 +142,93 @@ def bench_codecs(count: int, seconds: float) -> None:
           f"  ratio {ours_decode / theirs_decode:.2f}")  # fmt: skip
 
 
+@contextlib.contextmanager
+def _walk_mode(mode: str) -> Iterator[None]:
+    """``c``/``python``: validate with that walk; ``off``: no record walk at all."""
+    from odradek.records import validation
+    from odradek.storage import log as log_module
+
+    saved = (validation._c_walk, log_module.check_batch_records)
+    try:
+        if mode == "python":
+            validation._c_walk = None
+        elif mode == "off":
+            log_module.check_batch_records = lambda buf, pos, header, config, now_ms: header
+        yield
+    finally:
+        validation._c_walk, log_module.check_batch_records = saved
+
+
+def _time_once(work: Callable[[], object]) -> float:
+    work()
+    started = time.perf_counter()
+    work()
+    return max(time.perf_counter() - started, 1e-9)
+
+
+def bench_validation(count: int, seconds: float) -> None:
+    from odradek.records import validation
+    from odradek.storage.config import LogConfig
+    from odradek.storage.log import Log
+
+    values = sample_values(count)
+    records = [
+        Record(value=value, key=b"key-%d" % i, timestamp_ms=NOW + i)
+        for i, value in enumerate(values)
+    ]
+    modes = ["off", "c", "python"] if validation._c_walk is not None else ["off", "python"]
+    print(f"\nproduce validation: Log.append_as_leader of {count}-record batches, rec/s")
+    print(f"  {'codec':<8}" + "".join(f"{'walk ' + m:>14}" for m in modes)
+          + "".join(f"{'ratio ' + m:>14}" for m in modes[1:]))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(Path(tmp) / "bench-0", LogConfig(), clock=time.time)
+        appended = [0]
+
+        def append(batch: bytearray) -> None:
+            log.append_as_leader(batch)  # rewrites offsets in place: the same bytes serve again
+            appended[0] += 1
+            if appended[0] % 256 == 0:  # keep the log small; both arms pay this alike
+                log.truncate_fully_and_start_at(0)
+
+        for codec in Compression:
+            batch = build_batch(records, compression=codec, now_ms=NOW)
+            wanted = [m for m in modes if m != "python" or codec is Compression.NONE]
+            # The arms take turns in short rounds and each keeps its best round: on a
+            # shared machine, load drifts over seconds and would favour whichever arm
+            # ran in a quiet moment.
+            rates = {m: 0.0 for m in wanted}
+            calls = max(1, int(seconds / 40 / _time_once(lambda b=batch: append(b))))
+            for _ in range(20):
+                for mode in wanted:
+                    done = calls if mode != "python" else max(1, calls // 8)  # ~8x slower
+                    with _walk_mode(mode):
+                        started = time.perf_counter()
+                        for _ in range(done):
+                            append(batch)
+                        rate = done * count / (time.perf_counter() - started)
+                    rates[mode] = max(rates[mode], rate)
+            row = "".join(f"{rates[m]:>14,.0f}" if m in rates else f"{'-':>14}" for m in modes)
+            row += "".join(
+                f"{rates[m] / rates['off']:>14.2f}" if m in rates else f"{'-':>14}"
+                for m in modes[1:]
+            )
+            print(f"  {codec.kafka_name:<8}{row}")
+        log.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1000, help="records per batch")
     parser.add_argument(
         "--seconds", type=float, default=1.0, help="time budget per measured figure"
     )
+    parser.add_argument("--only", choices=["validation"], help="run one section only")
     args = parser.parse_args()
     started = time.perf_counter()
-    bench_header(args.seconds)
-    bench_codecs(args.records, args.seconds)
+    if args.only is None:
+        bench_header(args.seconds)
+        bench_codecs(args.records, args.seconds)
+    bench_validation(args.records, args.seconds)
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
 
 

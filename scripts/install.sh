@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 want_test=0
 [[ "${1:-}" == "--test" ]] && want_test=1
 
-apt_packages=(default-jre-headless python3-venv)
+# gcc + python3-dev build the optional C record walk (odradek/records/_walk.c).
+apt_packages=(default-jre-headless python3-venv gcc python3-dev)
 if (( want_test )); then
   # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults
   apt_packages+=(kcat redis-server zookeeper nftables)

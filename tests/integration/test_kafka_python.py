@@ -176,3 +176,28 @@ def test_broker_rejects_record_over_max_message_bytes(bootstrap: str) -> None:
             future.get(timeout=WAIT_S)
     finally:
         producer.close(timeout=WAIT_S)
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_every_codec_passes_produce_validation(bootstrap: str, codec: str | None) -> None:
+    # The broker walks every record of every batch (decompressing it) before storing
+    # it; kafka-python's batches in each codec must pass, headers and null keys included.
+    topic = unique(f"kp-codec-{codec or 'none'}")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=5)
+    try:
+        futures = [
+            producer.send(
+                topic,
+                value=b"value-%d" % i * (i % 7),
+                key=None if i % 3 == 0 else b"key-%d" % i,
+                headers=[("h", b"%d" % i)] if i % 2 else [],
+            )
+            for i in range(300)
+        ]
+        producer.flush(timeout=WAIT_S)
+        offsets = [f.get(timeout=WAIT_S).offset for f in futures]
+    finally:
+        producer.close(timeout=WAIT_S)
+    assert sorted(offsets) == list(range(300))
+    records = consume(bootstrap, [TopicPartition(topic, 0)], 300)
+    assert [r.value for r in records] == [b"value-%d" % i * (i % 7) for i in range(300)]

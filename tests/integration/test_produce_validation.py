@@ -18,7 +18,7 @@ from odradek.protocol.codec import encode_request
 from odradek.records.batch import Record, build_batch
 from odradek.records.header import set_base_offset
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.raw import METADATA, PRODUCE, RawClient
+from tests.helpers.raw import LIST_OFFSETS, METADATA, PRODUCE, RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +247,147 @@ def test_acks_all_needs_min_insync_replicas(client: RawClient) -> None:
         == ErrorCode.not_enough_replicas
     )
     assert produce(client, bytes(batch()), topic="isr", acks=1).error_code == ErrorCode.none
+
+
+# -- records that do not match their header (the CRC is valid: only a walk sees it) ----
+
+
+def end_offset(client: RawClient, topic: str = "v", partition: int = 0) -> int:
+    response = client.call(
+        LIST_OFFSETS,
+        1,
+        {
+            "replica_id": -1,
+            "topics": [
+                {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}
+            ],
+        },
+    )
+    answer = response.topics[0].partitions[0]  # type: ignore[attr-defined]
+    assert answer.error_code == ErrorCode.none
+    return int(answer.offset)
+
+
+def restamp(data: bytearray) -> bytes:
+    from odradek.records.header import compute_crc
+
+    struct.pack_into(">I", data, 17, compute_crc(data, 0, len(data)))
+    return bytes(data)
+
+
+def with_count(data: bytearray, count: int) -> bytes:
+    """Make recordsCount and lastOffsetDelta both say ``count``, so only the records
+    themselves disagree with the header."""
+    struct.pack_into(">i", data, 23, count - 1)
+    struct.pack_into(">i", data, 57, count)
+    return restamp(data)
+
+
+def _refused_and_nothing_stored(client: RawClient, records: bytes, code: int) -> None:
+    before = end_offset(client, partition=1)
+    assert produce(client, records, partition=1).error_code == code
+    assert end_offset(client, partition=1) == before
+    # The partition still works and the next good batch follows directly.
+    assert produce(client, bytes(batch(1)), partition=1).base_offset == before
+
+
+def test_count_one_but_three_records_is_invalid_record(client: RawClient) -> None:
+    _refused_and_nothing_stored(client, with_count(batch(3), 1), ErrorCode.invalid_record)
+
+
+def test_count_a_thousand_but_one_record_is_invalid_record(client: RawClient) -> None:
+    _refused_and_nothing_stored(client, with_count(batch(1), 1000), ErrorCode.invalid_record)
+
+
+def test_random_bytes_behind_a_valid_crc_are_invalid_record(client: RawClient) -> None:
+    import os
+
+    data = batch(2)
+    del data[61:]
+    data += os.urandom(40)
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    _refused_and_nothing_stored(client, restamp(data), ErrorCode.invalid_record)
+
+
+def test_offset_deltas_out_of_order_are_invalid_record(client: RawClient) -> None:
+    from odradek.records.batch import DecodedRecord, _encode_records
+
+    now = int(time.time() * 1000)
+    records = [DecodedRecord(offset=0, timestamp_ms=now, key=b"k", value=b"v")] * 3
+    data = batch(3)
+    del data[61:]
+    data += _encode_records(records, now, now, 0)
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">q", data, 27, now)
+    struct.pack_into(">q", data, 35, now)
+    _refused_and_nothing_stored(client, restamp(data), ErrorCode.invalid_record)
+
+
+def test_a_record_timestamp_outside_the_header_range_is_checked(client: RawClient) -> None:
+    # The header's first and max timestamps are fine; the middle record is 10 days old.
+    # Kafka checks every record against message.timestamp.before.max.ms.
+    client.call(
+        44,
+        0,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "v",
+                    "configs": [
+                        {
+                            "name": "message.timestamp.before.max.ms",
+                            "config_operation": 0,
+                            "value": "86400000",
+                        }
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    now = int(time.time() * 1000)
+    old = now - 10 * 86_400_000
+    records = [
+        Record(value=b"a", timestamp_ms=now),
+        Record(value=b"b", timestamp_ms=old),
+        Record(value=b"c", timestamp_ms=now),
+    ]
+    _refused_and_nothing_stored(client, bytes(build_batch(records)), ErrorCode.invalid_timestamp)
+
+
+def test_a_lying_max_timestamp_is_corrected_as_kafka_does(client: RawClient) -> None:
+    now = int(time.time() * 1000)
+    data = build_batch(
+        [Record(value=b"a", timestamp_ms=now), Record(value=b"b", timestamp_ms=now + 5)]
+    )
+    struct.pack_into(">q", data, 35, now - 1000)  # maxTimestamp below the records'
+    response = produce(client, restamp(data), partition=1)
+    assert response.error_code == ErrorCode.none
+    fetched = client.call(
+        1,
+        4,
+        {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": "v",
+                    "partitions": [
+                        {
+                            "partition": 1,
+                            "fetch_offset": response.base_offset,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    records = fetched.responses[0].partitions[0].records  # type: ignore[attr-defined]
+    from odradek.records.header import parse_header
+
+    assert parse_header(records).max_timestamp == now + 5

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from odradek.cluster.metadata import MetadataError
 from odradek.records.batch import Record, build_batch, decode_batches
+from odradek.records.validation import uncompressed_limit
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -101,7 +102,8 @@ class OffsetsTopic:
             if not data:
                 return
             last = offset
-            for batch in decode_batches(data):
+            limit = uncompressed_limit(log_.config.max_message_bytes)
+            for batch in decode_batches(data, max_uncompressed=limit):
                 last = batch.next_offset
                 if batch.is_control:
                     continue

@@ -5,6 +5,8 @@
 * :mod:`~odradek.records.batch` - building batches and decoding their records
 * :mod:`~odradek.records.compression` - gzip, snappy, lz4 and zstd as Kafka frames them
 * :mod:`~odradek.records.control` - transaction COMMIT / ABORT markers
+* :mod:`~odradek.records.validation` - the per-record walk a leader runs before storing a
+  batch (Kafka's LogValidator checks), and the decompression bound
 * :mod:`~odradek.records.varint` - zigzag varints
 
 Decoding untrusted bytes raises only :class:`CorruptRecordError`.

@@ -64,8 +64,9 @@ from typing import Any
 
 from odradek.records.batch import DecodedBatch, DecodedRecord, decode_batch, rebuild_batch
 from odradek.records.control import ControlType, peek_control_type
-from odradek.records.errors import CorruptRecordError
+from odradek.records.errors import CorruptRecordError, UncompressedSizeError
 from odradek.records.header import DELETE_HORIZON_MASK, BatchHeader, parse_header, peek_batch_size
+from odradek.records.validation import uncompressed_limit
 from odradek.storage.errors import CorruptLogError, StorageError
 from odradek.storage.txn_index import AbortedTxn
 
@@ -257,9 +258,22 @@ def _iter_segment_batches(segment: Any, io_buffer_size: int) -> Iterator[tuple[i
         pos += size
 
 
-def _decode(segment: Any, pos: int, data: bytes) -> DecodedBatch:
+def _decode(segment: Any, pos: int, data: bytes, limit: int) -> DecodedBatch | None:
+    """The batch's records, or None when they inflate past ``limit``.
+
+    Such a batch was stored before produce bounded decompression (or under a larger
+    max.message.bytes). Holding it in memory could take the broker down, so the
+    cleaner leaves it exactly as it is: its keys stay out of the offset map and the
+    batch is copied unchanged, which keeps more data, never less.
+    """
     try:
-        return decode_batch(data)
+        return decode_batch(data, max_uncompressed=limit)
+    except UncompressedSizeError as exc:
+        log.warning(
+            "%s at byte %d: batch at offset %d is kept uncleaned: %s",
+            segment.log_path, pos, parse_header(data).base_offset, exc,
+        )  # fmt: skip
+        return None
     except CorruptRecordError as exc:
         raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
 
@@ -271,7 +285,9 @@ def _header(segment: Any, pos: int, data: bytes) -> BatchHeader:
         raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
 
 
-def _control_type(batch: DecodedBatch) -> int | None:
+def _control_type(batch: DecodedBatch | None) -> int | None:
+    if batch is None:
+        return -1  # too large to read: treated as "not ours to remove"
     if not batch.records:
         return None
     try:
@@ -420,6 +436,7 @@ def build_offset_map(
 ) -> None:
     """Fill ``offset_map`` with the latest offset of every key in ``[start, end)``."""
     dirty = segments_overlapping(segments, start, end)
+    limit = uncompressed_limit(log_.config.max_message_bytes)
     txns = CleanedTransactionMetadata()
     txns.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
     for i, segment in enumerate(dirty):
@@ -432,9 +449,10 @@ def build_offset_map(
             if header.base_offset >= end:
                 break
             if header.is_control:
-                txns.on_control_batch(header, _control_type(_decode(segment, pos, data)))
+                txns.on_control_batch(header, _control_type(_decode(segment, pos, data, limit)))
             elif not txns.on_data_batch(header):
-                for record in _decode(segment, pos, data).records:
+                decoded = _decode(segment, pos, data, limit)
+                for record in decoded.records if decoded is not None else ():
                     if record.key is None or record.offset < start:
                         continue
                     if not offset_map.put(record.key, record.offset):
@@ -453,6 +471,7 @@ class _FilterContext:
     last_batches: dict[int, tuple[int, int]]  # producer id -> (last data offset, epoch)
     upper_bound: int  # first uncleanable offset of this pass
     result: CleanResult
+    max_uncompressed: int  # decompression bound (see odradek.records.validation)
 
 
 def _retain_record(ctx: _FilterContext, horizon: int | None, record: DecodedRecord) -> bool:
@@ -476,7 +495,7 @@ def filter_batch(
     horizon = _delete_horizon(header)
     decoded: DecodedBatch | None = None
     if header.is_control:
-        decoded = _decode(segment, pos, data)
+        decoded = _decode(segment, pos, data, ctx.max_uncompressed)
         can_discard = ctx.txns.on_control_batch(header, _control_type(decoded))
         discard_records = can_discard and horizon is not None and horizon <= ctx.now_ms
     else:
@@ -501,8 +520,10 @@ def filter_batch(
     ctx.result.records_read += header.records_count
     if retention == _DELETE:
         return None, 0
+    if not header.is_control:
+        decoded = _decode(segment, pos, data, ctx.max_uncompressed)
     if decoded is None:
-        decoded = _decode(segment, pos, data)
+        return data, header.records_count  # too large to decode: kept as it is
     if discard_records:
         kept: list[DecodedRecord] = []
     elif header.is_control:
@@ -676,6 +697,7 @@ def clean_log(
         last_batches={pid: (e.last_data_offset, e.producer_epoch) for pid, e in producers.items()},
         upper_bound=max(plan.first_uncleanable, end_offset),
         result=result,
+        max_uncompressed=uncompressed_limit(log_.config.max_message_bytes),
     )
     to_clean = [s for s in segments if s.base_offset < end_offset and s is not segments[-1]]
     groups = group_segments_by_size(

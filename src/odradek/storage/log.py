@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.records.batch import decode_batch
 from odradek.records.errors import CorruptRecordError
 from odradek.records.header import (
     ATTRIBUTES_POS,
@@ -55,6 +54,8 @@ from odradek.records.header import (
     set_base_offset,
     set_partition_leader_epoch,
 )
+from odradek.records.validation import uncompressed_limit
+from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
@@ -62,7 +63,6 @@ from odradek.storage.errors import (
     CorruptIndexError,
     InconsistentTopicIdError,
     InvalidRecordError,
-    InvalidTimestampError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
@@ -172,19 +172,6 @@ def _stamp_timestamp(buf: bytearray, pos: int, header: BatchHeader, *, log_appen
 def _is_writable(data: bytes | bytearray | memoryview) -> bool:
     """A buffer the log may rewrite in place (base offsets, leader epochs, timestamps)."""
     return isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
-
-
-def _check_keys(buf: bytearray, pos: int, size: int) -> None:
-    """Compacted topics need a key on every record (Kafka's LogValidator does the same
-    per-record check, so compacted topics are the one produce path that decodes records)."""
-    try:
-        batch = decode_batch(memoryview(buf)[pos : pos + size], verify_crc=False)
-    except CorruptRecordError as exc:
-        raise CorruptBatchError(str(exc)) from None
-    if any(record.key is None for record in batch.records):
-        raise InvalidRecordError(
-            "compacted topic cannot accept a record without a key (cleanup.policy=compact)"
-        )
 
 
 class Log:
@@ -743,25 +730,11 @@ class Log:
                     )
                 if header.is_control and origin == ORIGIN_CLIENT:
                     raise InvalidRecordError("clients are not allowed to write control records")
-                if validate and not config.log_append_time:
-                    self._check_timestamps(header, now_ms)
-                if validate and config.compact and not header.is_control:
-                    _check_keys(buf, pos, size)
+                if validate:
+                    header = check_batch_records(buf, pos, header, config, now_ms)
             parsed.append(_Batch(pos, header))
             pos += size
         return parsed
-
-    def _check_timestamps(self, header: BatchHeader, now_ms: int) -> None:
-        """CreateTime bounds, checked on the batch's first and max timestamps (no record
-        decoding: a record between the two could still be older than the first)."""
-        earliest = now_ms - self.config.timestamp_before_max_ms
-        latest = now_ms + self.config.timestamp_after_max_ms
-        for timestamp in (header.base_timestamp, header.max_timestamp):
-            if timestamp != NO_TIMESTAMP and not earliest <= timestamp <= latest:
-                raise InvalidTimestampError(
-                    f"timestamp {timestamp} of a record is out of range: it must be within "
-                    f"[{earliest}, {latest}] (message.timestamp.before/after.max.ms)"
-                )
 
     def _check_producers(
         self, buf: bytearray, parsed: list[_Batch], origin: str
@@ -805,7 +778,7 @@ class Log:
         target = _CODEC_BY_NAME[target_name]
         if all(b.header.compression == target or b.header.is_control for b in parsed):
             return buf, parsed
-        from odradek.records.batch import decode_batch, rebuild_batch
+        from odradek.records.batch import rebuild_batch
         from odradek.records.compression import Compression
 
         out = bytearray()
@@ -815,10 +788,8 @@ class Log:
             if header.compression == target or header.is_control:
                 data = buf[pos : pos + header.size]
             else:
-                try:
-                    decoded = decode_batch(buf, pos, verify_crc=False)
-                except CorruptRecordError as exc:
-                    raise CorruptBatchError(str(exc)) from None
+                limit = uncompressed_limit(self.config.max_message_bytes)
+                decoded = decode_bounded(buf, pos, limit)
                 data = rebuild_batch(decoded, compression=Compression(target))
             rebuilt.append(_Batch(len(out), parse_header(data)))
             out += data
@@ -999,7 +970,11 @@ class Log:
                     continue  # wholly below the log start: awaiting deletion
                 if segment.max_timestamp < timestamp_ms:
                     continue
-                found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)
+                found = segment.find_offset_by_timestamp(
+                    timestamp_ms,
+                    self.log_start_offset,
+                    uncompressed_limit(self.config.max_message_bytes),
+                )
                 if found is not None:
                     return found
             return None

@@ -212,6 +212,9 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
+_MAX_MARKER_RECORDS = 64 * 1024
+
+
 def read_end_txn_marker(batch: Buffer, header: BatchHeader) -> EndTxnMarker | None:
     """Decode the COMMIT/ABORT marker in the first record of a control batch.
 
@@ -222,7 +225,9 @@ def read_end_txn_marker(batch: Buffer, header: BatchHeader) -> EndTxnMarker | No
     if header.records_count == 0:
         return None
     try:
-        decoded = decode_batch(batch, verify_crc=False)
+        # A marker is one ~20-byte record (Kafka never compresses control batches);
+        # the bound keeps a hostile one from inflating.
+        decoded = decode_batch(batch, verify_crc=False, max_uncompressed=_MAX_MARKER_RECORDS)
         if not decoded.records:
             return None
         record = decoded.records[0]

@@ -376,11 +376,15 @@ class LogSegment:
                 break
         return self._first_timestamp
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int, max_uncompressed: int | None = None
+    ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at/after ``start_offset`` with a
         timestamp >= ``timestamp``, or None if this segment has none.
 
         The indexes find the batch; only that one batch is decoded to find the record.
+        A batch whose records inflate past ``max_uncompressed`` is not decoded: the
+        answer is then the batch itself, which is never past the record sought.
         """
         self._checked_indexes()
         _, indexed_offset = self.time_index.lookup(timestamp)
@@ -391,9 +395,16 @@ class LogSegment:
             if header.is_log_append_time:
                 return max(header.base_offset, start_offset), header.max_timestamp
             from odradek.records.batch import decode_batch
+            from odradek.records.errors import UncompressedSizeError
 
             try:
-                batch = decode_batch(self.read_bytes(pos, header.size), verify_crc=False)
+                batch = decode_batch(
+                    self.read_bytes(pos, header.size),
+                    verify_crc=False,
+                    max_uncompressed=max_uncompressed,
+                )
+            except UncompressedSizeError:
+                return max(header.base_offset, start_offset), header.max_timestamp
             except CorruptRecordError as exc:
                 raise StorageError(f"{self.log_path}: batch at {pos}: {exc}") from None
             for record in batch.records:
