@@ -112,3 +112,19 @@ def test_timestamp_lookup_on_a_bomb_answers_with_its_batch(tmp_path: Path) -> No
 
     assert uncompressed_limit(log.config.max_message_bytes) < BOMB_SIZE
     log.close()
+
+
+def test_max_timestamp_lookup_on_a_bomb_answers_with_its_batch(tmp_path: Path) -> None:
+    log = _log(tmp_path, cleanup_policy="delete")
+    _put(log, b"a", b"before")  # offset 0 at T0
+    later = bomb_batch(Compression.ZSTD, BOMB_SIZE, timestamp_ms=T0_MS + 10)
+    log.append_as_leader(later, validate=False)  # offset 1 at T0 + 10, the largest
+    tracemalloc.start()
+    try:
+        found = log.offset_for_timestamp(-3)  # MAX_TIMESTAMP
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_BOUND
+    assert found == (1, T0_MS + 10)
+    log.close()

@@ -959,7 +959,13 @@ class Log:
                     ts = segment.max_timestamp
                     if ts >= 0 and (latest is None or ts > latest.max_timestamp):
                         latest = segment  # the first segment holding the largest
-                found = None if latest is None else latest.find_max_timestamp_record()
+                found = (
+                    None
+                    if latest is None
+                    else latest.find_max_timestamp_record(
+                        uncompressed_limit(self.config.max_message_bytes)
+                    )
+                )
                 if found is not None and found[0] < self.log_start_offset:
                     return self.log_start_offset, found[1]
                 return found

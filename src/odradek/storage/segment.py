@@ -330,7 +330,9 @@ class LogSegment:
         self._load_max_timestamp()
         return self._offset_of_max_timestamp
 
-    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+    def find_max_timestamp_record(
+        self, max_uncompressed: int | None = None
+    ) -> tuple[int, int] | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): ``(offset, timestamp)`` of the first record
         carrying the segment's largest timestamp, None if the segment has none.
 
@@ -339,7 +341,9 @@ class LogSegment:
         this query finds that batch through the indexes and decodes it alone, like
         Kafka's RecordBatch.offsetOfMaxTimestamp. A LogAppendTime batch gives every
         record its maxTimestamp, so its first record is the answer. None also when no
-        record carries the header's timestamp (Kafka answers no offset then too).
+        record carries the header's timestamp (Kafka answers no offset then too). A
+        batch whose records inflate past ``max_uncompressed`` is not decoded: the answer
+        is then its first offset.
         """
         timestamp = self.max_timestamp
         if timestamp < 0:
@@ -350,9 +354,16 @@ class LogSegment:
             if header.max_timestamp != timestamp:
                 continue
             from odradek.records.batch import decode_batch
+            from odradek.records.errors import UncompressedSizeError
 
             try:
-                batch = decode_batch(self.read_bytes(pos, header.size), verify_crc=False)
+                batch = decode_batch(
+                    self.read_bytes(pos, header.size),
+                    verify_crc=False,
+                    max_uncompressed=max_uncompressed,
+                )
+            except UncompressedSizeError:
+                return header.base_offset, timestamp
             except CorruptRecordError as exc:
                 raise StorageError(f"{self.log_path}: batch at {pos}: {exc}") from None
             for record in batch.records:
