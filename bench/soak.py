@@ -110,8 +110,9 @@ def run_producer(bootstrap: str, rate: float, size: int, stop: threading.Event, 
     while not stop.is_set():
         due = int((time.monotonic() - start) * rate)
         while seq < due:
-            producer.produce(TOPIC, key=str(seq).encode(), value=value_for(seq, size),
-                             on_delivery=delivered)
+            producer.produce(
+                TOPIC, key=str(seq).encode(), value=value_for(seq, size), on_delivery=delivered
+            )
             seq += 1
         producer.poll(0.01)
     producer.flush(30)
@@ -171,8 +172,11 @@ def broker_process(data_dir: Path, log_path: Path, snapshot_dir: Path | None, in
             if snapshot_dir is None:
                 return cmd
             # python -m odradek ... -> python bench/tracemalloc_broker.py DIR SECONDS ...
-            wrapper = [str(REPO / "bench" / "tracemalloc_broker.py"), str(snapshot_dir),
-                       str(interval)]
+            wrapper = [
+                str(REPO / "bench" / "tracemalloc_broker.py"),
+                str(snapshot_dir),
+                str(interval),
+            ]
             return [cmd[0], *wrapper, *cmd[3:]]
 
     return SoakBroker(data_dir, log_path=log_path)
@@ -188,16 +192,22 @@ def main() -> int:
     parser.add_argument("--churn-seconds", type=float, default=5.0)
     parser.add_argument("--max-rss-mb-per-min", type=float, default=0.2)
     parser.add_argument("--max-fds-per-min", type=float, default=0.5)
-    parser.add_argument("--tracemalloc", type=Path, default=None, metavar="DIR",
-                        help="write broker tracemalloc snapshots to DIR")
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write broker tracemalloc snapshots to DIR",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="odradek-soak-") as tmp:
         log_path = Path(tmp) / "broker.log"
         if args.tracemalloc is not None:
             args.tracemalloc.mkdir(parents=True, exist_ok=True)
-        broker = broker_process(Path(tmp) / "data", log_path, args.tracemalloc,
-                                args.sample_seconds).start()
+        broker = broker_process(
+            Path(tmp) / "data", log_path, args.tracemalloc, args.sample_seconds
+        ).start()
         pid = broker.proc.pid
         try:
             return soak(args, broker.bootstrap, pid, broker)
@@ -214,12 +224,14 @@ def soak(args: argparse.Namespace, bootstrap: str, pid: int, broker) -> int:
     stop = threading.Event()
     stop_consumer = threading.Event()
     producers = [
-        threading.Thread(target=run_producer,
-                         args=(bootstrap, args.rate, args.size, stop, counters)),
+        threading.Thread(
+            target=run_producer, args=(bootstrap, args.rate, args.size, stop, counters)
+        ),
         threading.Thread(target=run_churn, args=(bootstrap, args.churn_seconds, stop, counters)),
     ]
-    consumer = threading.Thread(target=run_consumer,
-                                args=(bootstrap, args.size, stop_consumer, counters))
+    consumer = threading.Thread(
+        target=run_consumer, args=(bootstrap, args.size, stop_consumer, counters)
+    )
     threads = [*producers, consumer]
     for thread in threads:
         thread.start()
@@ -236,11 +248,15 @@ def soak(args: argparse.Namespace, bootstrap: str, pid: int, broker) -> int:
                 died = True
                 break
             with counters.lock:
-                sample = Sample(now - start, proc_rss_kb(pid), proc_fds(pid), counters.acked,
-                                counters.consumed)
+                sample = Sample(
+                    now - start, proc_rss_kb(pid), proc_fds(pid), counters.acked, counters.consumed
+                )
             samples.append(sample)
-            print(f"{sample.elapsed_s:7.0f} {sample.rss_kb / 1024:9.1f} {sample.fds:5d} "
-                  f"{sample.produced:9d} {sample.consumed:9d}", flush=True)
+            print(
+                f"{sample.elapsed_s:7.0f} {sample.rss_kb / 1024:9.1f} {sample.fds:5d} "
+                f"{sample.produced:9d} {sample.consumed:9d}",
+                flush=True,
+            )
             if now >= end:
                 break
             time.sleep(max(0.0, min(args.sample_seconds, end - time.monotonic())))
@@ -259,14 +275,20 @@ def soak(args: argparse.Namespace, bootstrap: str, pid: int, broker) -> int:
     rss_slope = slope_per_minute([(s.elapsed_s, s.rss_kb / 1024) for s in half])
     fd_slope = slope_per_minute([(s.elapsed_s, s.fds) for s in half])
     print()
-    print(f"RSS: start {samples[0].rss_kb / 1024:.1f} MB, end {samples[-1].rss_kb / 1024:.1f} MB,"
-          f" growth over the second half {rss_slope:+.3f} MB/min"
-          f" (limit {args.max_rss_mb_per_min})")
-    print(f"fds: start {samples[0].fds}, end {samples[-1].fds}, growth over the second half"
-          f" {fd_slope:+.3f}/min (limit {args.max_fds_per_min})")
-    print(f"records: {counters.acked} acknowledged, {counters.consumed} consumed,"
-          f" {counters.mismatches} altered, {counters.produce_errors} produce errors,"
-          f" {counters.churned} churn connections")
+    print(
+        f"RSS: start {samples[0].rss_kb / 1024:.1f} MB, end {samples[-1].rss_kb / 1024:.1f} MB,"
+        f" growth over the second half {rss_slope:+.3f} MB/min"
+        f" (limit {args.max_rss_mb_per_min})"
+    )
+    print(
+        f"fds: start {samples[0].fds}, end {samples[-1].fds}, growth over the second half"
+        f" {fd_slope:+.3f}/min (limit {args.max_fds_per_min})"
+    )
+    print(
+        f"records: {counters.acked} acknowledged, {counters.consumed} consumed,"
+        f" {counters.mismatches} altered, {counters.produce_errors} produce errors,"
+        f" {counters.churned} churn connections"
+    )
     failures = []
     if died:
         failures.append("the broker died")
