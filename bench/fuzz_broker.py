@@ -50,6 +50,10 @@ from fuzz_cases import BATCH_TOPIC, batch_classes, request_classes  # noqa: E402
 from tests.helpers.broker import BrokerProcess  # noqa: E402
 from tests.helpers.raw import RawClient  # noqa: E402
 
+from odradek.protocol.codec import decode_response  # noqa: E402
+from odradek.protocol.versions import FETCH, PRODUCE, SUPPORTED  # noqa: E402
+from odradek.records import decode_batch  # noqa: E402
+
 KNOWN_TOPIC = "fuzz-known"
 HEALTH_TOPIC = "fuzz-health"
 CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -57,7 +61,12 @@ PROBE_CORRELATION = 0x7FFF0000
 CASE_TIMEOUT_S = 5.0
 
 # Tracebacks that belong to bugs other work is fixing: (text in the traceback, note).
-KNOWN_FINDINGS: list[tuple[str, str]] = []
+KNOWN_FINDINGS: list[tuple[str, str]] = [
+    (
+        "accepted a record batch that fails decoding",
+        "produce record validation, being fixed in records/ and broker/handlers/produce.py",
+    ),
+]
 
 
 def _probe(correlation_id: int) -> bytes:
@@ -121,11 +130,13 @@ class Wire:
             self.sock.close()
             self.sock = None
 
-    def send(self, frame: bytes) -> str:
-        """Send one case and a probe; return "answered", "closed" or "timeout"."""
+    def send(self, frame: bytes) -> tuple[str, bytes | None]:
+        """Send one case and a probe; return the outcome ("answered", "closed" or
+        "timeout") and the case's own response frame, if one came."""
         sock = self._connect()
         self.correlation = (self.correlation + 1) & 0xFFFF
         probe_id = PROBE_CORRELATION + self.correlation
+        answer = None
         try:
             sock.sendall(struct.pack(">i", len(frame)) + frame + _probe(probe_id))
             buffer = b""
@@ -135,20 +146,38 @@ class Wire:
                     if len(buffer) < 4 + size:
                         break
                     (correlation,) = struct.unpack_from(">i", buffer, 4)
-                    buffer = buffer[4 + size :]
                     if correlation == probe_id:
-                        return "answered"
+                        return "answered", answer
+                    answer = buffer[4 : 4 + size]
+                    buffer = buffer[4 + size :]
                 chunk = sock.recv(1 << 20)
                 if not chunk:
                     self.close()
-                    return "closed"
+                    return "closed", answer
                 buffer += chunk
         except TimeoutError:
             self.close()
-            return "timeout"
+            return "timeout", answer
         except ConnectionError:
             self.close()
-            return "closed"
+            return "closed", answer
+
+
+def corrupt(records: bytes) -> str | None:
+    """Why odradek's own strict decoder refuses this record set, or None if it accepts it."""
+    position = 0
+    try:
+        while position < len(records):
+            position += decode_batch(records, position).size
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def produce_error(frame: bytes, answer: bytes) -> int:
+    (version,) = struct.unpack_from(">h", frame, 2)
+    _correlation, response = decode_response(PRODUCE, version, answer)
+    return int(response.responses[0].partition_responses[0].error_code)
 
 
 class LogWatch:
@@ -212,6 +241,7 @@ class Health:
         )
         self.known: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self.rounds = 0
+        self.batches_end = 0
 
     def produce_known(self, count: int) -> None:
         for codec in CODEC_NAMES:
@@ -291,6 +321,33 @@ class Health:
         if missing or altered:
             return f"{len(missing)} acknowledged records missing, {len(altered)} altered"
         return None
+
+    def fetch_batches(self, raw: RawClient, rng: random.Random) -> None:
+        """Fetch what the batch cases stored (from a random offset): the read path must
+        cope with whatever the produce path let through."""
+        version = SUPPORTED[FETCH][1]
+        response = raw.call(
+            FETCH,
+            version,
+            {
+                "max_wait": 10,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "topics": [
+                    {
+                        "topic": BATCH_TOPIC,
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "fetch_offset": rng.randrange(self.batches_end + 1),
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        self.batches_end = max(0, int(response.responses[0].partitions[0].high_watermark))
 
     def close(self) -> None:
         self.consumer.close()
@@ -379,11 +436,14 @@ def campaign(args: argparse.Namespace, broker: BrokerProcess) -> Stats:
                 if stats.cases >= args.cases or time.monotonic() >= deadline:
                     break
                 for _ in range(min(args.chunk, args.cases - stats.cases)):
+                    records = None
                     if is_batch:
-                        kind, frame = cases.case(rng, int(time.time() * 1000))
+                        kind, frame, records = cases.case(rng, int(time.time() * 1000))
                     else:
                         kind, frame = cases.case(rng)
-                    outcome = wire.send(frame)
+                    outcome, answer = wire.send(frame)
+                    if records is not None and answer is not None:
+                        judge_batch(stats, name, kind, frame, records, answer)
                     stats.cases += 1
                     stats.outcomes[outcome] += 1
                     stats.kinds[kind] += 1
@@ -402,7 +462,7 @@ def campaign(args: argparse.Namespace, broker: BrokerProcess) -> Stats:
                     if outcome == "timeout" and not broker.is_running():
                         break
                 chunks += 1
-                if not check(stats, broker, health, wire, pid, name, baseline_kb, args):
+                if not check(stats, log, rng, broker, health, wire, pid, name, baseline_kb, args):
                     return stats
                 if not baseline_kb:
                     baseline_kb = stats.rss_kb[-1]  # after one class: caches warm
@@ -427,8 +487,32 @@ def campaign(args: argparse.Namespace, broker: BrokerProcess) -> Stats:
     return stats
 
 
+def judge_batch(
+    stats: Stats, name: str, kind: str, frame: bytes, records: bytes, answer: bytes
+) -> None:
+    """Kafka validates every record of a produced batch (LogValidator) and refuses the
+    request with CORRUPT_MESSAGE / INVALID_RECORD; a batch that odradek's own decoder
+    refuses must not be acknowledged."""
+    why = corrupt(records)
+    code = produce_error(frame, answer)
+    if why is not None and code == 0:
+        stats.add(
+            Finding(
+                f"accepted a corrupt record batch ({name})",
+                "records",
+                f"accepted a record batch that fails decoding: {why}",
+                f"{name} {kind}",
+                frame.hex()[:4000],
+            )
+        )
+    elif why is None and kind == "valid" and code != 0:
+        stats.add(Finding(f"refused a valid batch ({name}): error {code}", "records", "", name))
+
+
 def check(
     stats: Stats,
+    log: LogWatch,
+    rng: random.Random,
     broker: BrokerProcess,
     health: Health,
     wire: Wire,
@@ -442,11 +526,23 @@ def check(
     if not broker.is_running():
         stats.add(Finding("broker died", "health", broker.log_text()[-3000:], name))
         return False
-    if wire.send(b"") == "timeout":  # an empty frame: the broker must close, not hang
+    if wire.send(b"")[0] == "timeout":  # an empty frame: the broker must close, not hang
         stats.add(Finding("no answer to an empty frame", "health", "", name))
     problem = health.round_trip()
     if problem is not None:
         stats.add(Finding(f"round trip: {problem}", "health", problem, name))
+    try:
+        raw = RawClient(broker.port)
+        try:
+            health.fetch_batches(raw, rng)
+        finally:
+            raw.sock.close()
+    except Exception as exc:
+        stats.add(
+            Finding(f"fetch of fuzzed batches: {type(exc).__name__}", "health", str(exc), name)
+        )
+    for signature, block in tracebacks(log.new_text()):
+        stats.add(Finding(signature, "traceback", block, f"{name}: fetch of fuzzed batches"))
     current = rss_kb(pid)
     stats.rss_kb.append(current)
     if baseline_kb and current > baseline_kb + args.rss_growth_mb * 1024:

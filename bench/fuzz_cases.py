@@ -410,10 +410,12 @@ class BatchCases:
         self.kind = kind
         self.codec = codec
 
-    def case(self, rng: random.Random, now_ms: int) -> tuple[str, bytes]:
+    def case(self, rng: random.Random, now_ms: int) -> tuple[str, bytes, bytes]:
+        """(kind, Produce request frame, the record set in it)."""
         low, high = SUPPORTED[PRODUCE]
         version = rng.randrange(low, high + 1)
-        return self.kind, produce_frame(batch_case(self.kind, self.codec, rng, now_ms), version)
+        records = batch_case(self.kind, self.codec, rng, now_ms)
+        return self.kind, produce_frame(records, version), records
 
 
 def batch_classes() -> Iterator[tuple[str, BatchCases]]:
