@@ -210,14 +210,24 @@ class RequestCases:
 
     def _header(self, rng: random.Random) -> bytes:
         body = rng.choice(self.encoded)
-        choice = rng.randrange(3)
+        choice = rng.randrange(4)
         if choice == 0:
             return self.frame(body, None)
         if choice == 1:
             return self.frame(body, "c" * rng.choice([300, 32767]))
         frame = bytearray(self.frame(body, "fuzz"))
-        frame[8:10] = struct.pack(">h", rng.choice([-2, 32767, 5000]))  # client id length
-        return bytes(frame)
+        if choice == 2 or not self.flexible:
+            frame[8:10] = struct.pack(">h", rng.choice([-2, 32767, 5000]))  # client id length
+            return bytes(frame)
+        # Request header v2: unknown tagged fields, or a tag section that lies.
+        head = 14  # api key, version, correlation id, client id "fuzz"
+        tags = [(rng.randrange(1 << 20), rng.randbytes(rng.randrange(12))) for _ in range(2)]
+        section = encode_uvarint(len(tags)) + b"".join(
+            encode_uvarint(tag) + encode_uvarint(len(data)) + data for tag, data in sorted(tags)
+        )
+        if rng.random() < 0.3:
+            section = encode_uvarint(rng.choice([1 << 31, 3])) + section[1:]
+        return bytes(frame[:head]) + section + bytes(frame[head + 1 :])
 
 
 def _content(specimen: object, site: Site) -> bytes:
