@@ -1,7 +1,7 @@
 """Run the broker under tracemalloc, dumping a snapshot every few seconds (leak hunting).
 
 ``python bench/tracemalloc_broker.py DIR SECONDS server --override ...`` runs
-``python -m odradek server --override ...`` with tracemalloc on (25 frames) and writes
+``python -m odradek server --override ...`` with tracemalloc on (15 frames, from SECONDS after start) and writes
 ``DIR/snapshot-NNNN.tm`` every SECONDS. ``bench/soak.py --tracemalloc DIR`` starts the broker
 this way. Compare two snapshots (largest growth first):
 
@@ -18,6 +18,10 @@ from pathlib import Path
 
 
 def dump_every(directory: Path, seconds: float) -> None:
+    # Tracing starts once the broker is up: tracing imports would slow startup past the
+    # launcher's timeout, and what leaks is allocated while serving, not while starting.
+    threading.Event().wait(seconds)
+    tracemalloc.start(15)
     number = 0
     while True:
         tracemalloc.take_snapshot().dump(str(directory / f"snapshot-{number:04d}.tm"))
@@ -40,7 +44,6 @@ def main() -> None:
         return
     directory, seconds = Path(sys.argv[1]), float(sys.argv[2])
     directory.mkdir(parents=True, exist_ok=True)
-    tracemalloc.start(25)
     threading.Thread(target=dump_every, args=(directory, seconds), daemon=True).start()
     sys.argv = ["odradek", *sys.argv[3:]]
     runpy.run_module("odradek", run_name="__main__", alter_sys=True)
