@@ -1,9 +1,10 @@
 """Run the broker under tracemalloc, dumping a snapshot every few seconds (leak hunting).
 
 ``python bench/tracemalloc_broker.py DIR SECONDS server --override ...`` runs
-``python -m odradek server --override ...`` with tracemalloc on (15 frames, from SECONDS after start) and writes
-``DIR/snapshot-NNNN.tm`` every SECONDS. ``bench/soak.py --tracemalloc DIR`` starts the broker
-this way. Compare two snapshots (largest growth first):
+``python -m odradek server --override ...`` with tracemalloc on (15 frames, from SECONDS
+after start) and writes ``DIR/snapshot-NNNN.tm`` every SECONDS.
+``bench/soak.py --tracemalloc DIR`` starts the broker this way. Compare two snapshots
+(largest growth first):
 
     python bench/tracemalloc_broker.py --diff DIR/snapshot-0010.tm DIR/snapshot-0100.tm
 """
