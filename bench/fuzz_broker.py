@@ -10,7 +10,8 @@ It starts its own broker subprocess (127.0.0.1, free port, temporary data direct
    to topic ``fuzz-known`` and remembers what was acknowledged;
 2. sends mutated requests class by class (bench/fuzz_cases.py: each (API, version) pair,
    then each record-batch mutation with each codec), round-robin in chunks of
-   ``--chunk`` cases per class until ``--cases`` or ``--time-limit`` is reached. Each case
+   ``--chunk`` cases per class (by default small enough that every class gets its turn)
+   until ``--cases`` or ``--time-limit`` is reached. Each case
    is followed on the same connection by an ApiVersions probe, so the case has been fully
    handled (answered, or the connection closed) before the next one;
 3. after every chunk, checks that the broker process is alive, answers ApiVersions and a
@@ -358,7 +359,13 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=20_000, help="mutated requests to send")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
-    parser.add_argument("--chunk", type=int, default=200, help="cases per class between checks")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="cases per class between checks (default: --cases spread over every class, "
+        "at most 200)",
+    )
     parser.add_argument("--verify-every", type=int, default=50, metavar="CHUNKS")
     parser.add_argument("--known-records", type=int, default=2000)
     parser.add_argument("--rss-growth-mb", type=float, default=150.0)
@@ -420,6 +427,8 @@ def campaign(args: argparse.Namespace, broker: BrokerProcess) -> Stats:
         for c in classes
         if args.only in c[0] and (c[2] or (c[1].api_key, c[1].version) in advertised)
     ]
+    if args.chunk is None:
+        args.chunk = max(1, min(200, args.cases // max(1, len(classes))))
     wire = Wire(broker.port)
     start = time.monotonic()
     deadline = start + args.time_limit if args.time_limit else float("inf")
