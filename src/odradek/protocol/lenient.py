@@ -26,6 +26,8 @@ from kio._kio_native import (
     get_reader,
     read_compact_array_length,
     read_int8,
+    read_int16,
+    read_int32,
     read_legacy_array_length,
     read_unsigned_varint,
 )
@@ -42,15 +44,19 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _array_reader(item: Reader, flexible: bool) -> Reader:
+def _array_reader(item: Reader, flexible: bool, nullable: bool, name: str) -> Reader:
     def read(buffer: Any, offset: int) -> tuple[Any, int]:
         if flexible:
             count, used = read_compact_array_length(buffer, offset)
         else:
             count, used = read_legacy_array_length(buffer, offset)
             if count < 0:
-                count = None
+                count = None  # Kafka reads every negative length as null
         if count is None:
+            if not nullable:
+                # Kafka's generated readers throw here and the broker closes the
+                # connection; a None would reach handlers that expect a sequence.
+                raise ValueError(f"non-nullable field {name} was serialized as null")
             return None, used
         position = offset + used
         items = []
@@ -83,7 +89,7 @@ def _entity_reader(entity_type: type, nullable: bool) -> Reader:
 writable_source: ContextVar[memoryview | None] = ContextVar("writable_source", default=None)
 
 
-def _records_reader(flexible: bool, optional: bool) -> Reader:
+def _records_reader(flexible: bool, optional: bool, name: str) -> Reader:
     def read(buffer: Any, offset: int) -> tuple[Any, int]:
         if flexible:
             length, used = read_unsigned_varint(buffer, offset)
@@ -92,7 +98,7 @@ def _records_reader(flexible: bool, optional: bool) -> Reader:
             length, used = read_legacy_array_length(buffer, offset)
         if length < 0:
             if not optional:
-                raise ValueError("null record set where one is required")
+                raise ValueError(f"non-nullable field {name} was serialized as null")
             return None, used
         start = offset + used
         end = start + length
@@ -105,6 +111,27 @@ def _records_reader(flexible: bool, optional: bool) -> Reader:
     return read
 
 
+def _string_reader(kafka_type: str, flexible: bool, nullable: bool, name: str) -> Reader:
+    """A string or bytes field, with Kafka's handling of a null length: every negative
+    legacy length (kio accepts only -1) or a compact length of 0 is null, and null in a
+    field that is not nullable in this version is an error naming the field."""
+    reader = get_reader(kafka_type, flexible, nullable)
+    length_reader = (
+        read_unsigned_varint if flexible else read_int16 if kafka_type == "string" else read_int32
+    )
+    null = 0 if flexible else -1
+
+    def read(buffer: Any, offset: int) -> tuple[Any, int]:
+        length, used = length_reader(buffer, offset)
+        if length > null:
+            return reader(buffer, offset)
+        if not nullable:
+            raise ValueError(f"non-nullable field {name} was serialized as null")
+        return None, used
+
+    return read
+
+
 @cache
 def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[str, Reader]]]:
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]
@@ -113,23 +140,32 @@ def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[
     tagged: dict[int, tuple[str, Reader]] = {}
     for field in dataclasses.fields(entity_type):
         tag = field.metadata.get("tag")
+        # Nullability per version comes from kio's annotations (``X | None`` where Kafka's
+        # schema has nullableVersions covering this version), tagged fields included: a
+        # tagged field's absence gives its default, but one that is present may be null
+        # only if the schema says so.
         annotation, optional = _strip_optional(hints[field.name])
-        if tag is not None:
-            optional = False  # a tagged field's absence is its null, as in kio
         reader: Reader
         if typing.get_origin(annotation) is tuple:
             element, _ = _strip_optional(typing.get_args(annotation)[0])
             if dataclasses.is_dataclass(element):
                 item = _entity_reader(element, nullable=False)  # type: ignore[arg-type]
+            elif field.metadata["kafka_type"] in ("string", "bytes"):
+                # Elements of a string array are never nullable in Kafka's schemas.
+                item = _string_reader(field.metadata["kafka_type"], flexible, False, field.name)
             else:
                 item = get_reader(field.metadata["kafka_type"], flexible, False)
-            reader = _array_reader(item, flexible)
+            reader = _array_reader(item, flexible, optional, field.name)
         elif dataclasses.is_dataclass(annotation):
             reader = _entity_reader(annotation, nullable=optional)  # type: ignore[arg-type]
         elif field.metadata["kafka_type"] == "records":
-            reader = _records_reader(flexible, optional)
+            reader = _records_reader(flexible, optional, field.name)
         else:
-            reader = get_reader(field.metadata["kafka_type"], flexible, optional)
+            kafka_type = field.metadata["kafka_type"]
+            if kafka_type in ("string", "bytes"):
+                reader = _string_reader(kafka_type, flexible, optional, field.name)
+            else:
+                reader = get_reader(kafka_type, flexible, optional)
         if tag is None:
             regular.append((field.name, reader))
         else:
