@@ -62,12 +62,7 @@ PROBE_CORRELATION = 0x7FFF0000
 CASE_TIMEOUT_S = 5.0
 
 # Tracebacks that belong to bugs other work is fixing: (text in the traceback, note).
-KNOWN_FINDINGS: list[tuple[str, str]] = [
-    (
-        "accepted a record batch that fails decoding",
-        "produce record validation, being fixed in records/ and broker/handlers/produce.py",
-    ),
-]
+KNOWN_FINDINGS: list[tuple[str, str]] = []
 
 
 def _probe(correlation_id: int) -> bytes:

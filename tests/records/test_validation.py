@@ -135,6 +135,13 @@ def test_log_append_time_batches_report_the_header_time() -> None:
 # --------------------------------------------------------------------------- refused
 
 
+def test_a_timestamp_past_int64_is_refused() -> None:
+    buf = craft(section_of(three()), 3)  # deltas 0, 1, 2 from baseTimestamp
+    struct.pack_into(">q", buf, 27, (1 << 63) - 2)  # baseTimestamp: delta 2 overflows
+    with pytest.raises(InvalidRecordsError, match="64 bits"):
+        check(restamp(buf))
+
+
 def test_count_one_holding_three_records() -> None:
     with pytest.raises(InvalidRecordsError, match="remain after"):
         check(craft(section_of(three()), count=1))

@@ -112,6 +112,9 @@ def records_section(
     return data, 0, len(data)
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def validate_records(
     buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, *, max_uncompressed: int
 ) -> RecordsSummary:
@@ -140,6 +143,12 @@ def validate_records(
     else:
         low = header.base_timestamp + min_delta
         high = header.base_timestamp + max_delta
+        if not _INT64_MIN <= low <= high <= _INT64_MAX:
+            # Java would wrap the sum silently; a timestamp no int64 holds is refused.
+            raise InvalidRecordsError(
+                f"batch at byte {pos}: a record timestamp (baseTimestamp "
+                f"{header.base_timestamp} + delta) does not fit in 64 bits"
+            )
     return RecordsSummary(low, high, null_keys, end - start)
 
 
