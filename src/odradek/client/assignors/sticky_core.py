@@ -15,9 +15,11 @@ subscriptions allow it), then as few moves as possible from what members owned b
   owner of an earlier generation; if that did not improve the balance score, the moves are
   undone.
 
-Where Java walks a ``HashMap`` (whose order depends on hash codes) this module walks
-members and partitions in sorted order, so results do not depend on input order. Rack
-awareness of the Java sticky assignors (KIP-881) is not implemented: racks are ignored.
+Where the result depends on the order Java walks a ``HashMap`` of members (or picks the
+first partition of a ``HashSet``), that order is reproduced (:mod:`.java_order`), so a
+group gets the same assignment from an odradek leader as from a Java one; results never
+depend on the order of the input mapping. Rack awareness of the Java sticky assignors
+(KIP-881) is not implemented: member racks are ignored.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from odradek.client.assignors.base import (
     Subscription,
     TopicPartition,
     java_order,
-    partition_order,
 )
+from odradek.client.assignors.java_order import JavaHashSet, hashmap_order, string_hash
 
 __all__ = ["MemberData", "StickyResult", "sticky_assign"]
 
@@ -58,7 +60,7 @@ def sticky_assign(
     subscriptions: dict[str, Subscription],
     member_data: dict[str, MemberData],
 ) -> StickyResult:
-    members = sorted(subscriptions, key=java_order)
+    members = _java_member_order(subscriptions)
     owned: dict[str, list[TopicPartition]] = {}
     multiply_owned: set[TopicPartition] = set()
     max_generation = DEFAULT_GENERATION
@@ -96,6 +98,11 @@ def sticky_assign(
         return StickyResult(builder.build(), builder.transferring, None)
     general = _General(partitions_per_topic, subscriptions, owned, member_data, max_generation)
     return StickyResult(general.build(), None, general.movements)
+
+
+def _java_member_order(subscriptions: dict[str, Subscription]) -> list[str]:
+    """The order Java's leader walks its ``HashMap`` of member subscriptions."""
+    return hashmap_order(sorted(subscriptions, key=java_order), string_hash)
 
 
 def _remove(partitions: list[TopicPartition], tp: TopicPartition) -> None:
@@ -214,7 +221,7 @@ class _PartitionMovements:
 
     def __init__(self) -> None:
         self.by_partition: dict[TopicPartition, tuple[str, str]] = {}
-        self.by_topic: dict[str, dict[tuple[str, str], set[TopicPartition]]] = {}
+        self.by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
 
     def _remove_record(self, tp: TopicPartition) -> tuple[str, str]:
         pair = self.by_partition.pop(tp)
@@ -228,7 +235,7 @@ class _PartitionMovements:
 
     def _add_record(self, tp: TopicPartition, pair: tuple[str, str]) -> None:
         self.by_partition[tp] = pair
-        self.by_topic.setdefault(tp.topic, {}).setdefault(pair, set()).add(tp)
+        self.by_topic.setdefault(tp.topic, {}).setdefault(pair, JavaHashSet()).add(tp)
 
     def move(self, tp: TopicPartition, old: str, new: str) -> None:
         if tp in self.by_partition:
@@ -249,7 +256,7 @@ class _PartitionMovements:
         reverse = pairs.get((new, old))
         if not reverse:
             return tp
-        return min(reverse, key=partition_order)
+        return reverse.first()
 
     def is_sticky(self) -> bool:
         return not any(
@@ -311,7 +318,7 @@ class _General:
     def _previous_assignment(self) -> dict[TopicPartition, tuple[str, int]]:
         """Owners from generations before the newest, to move partitions back to them."""
         previous: dict[TopicPartition, tuple[str, int]] = {}
-        for member in sorted(self.subscriptions, key=java_order):
+        for member in _java_member_order(self.subscriptions):
             data = self.member_data[member]
             if data.generation is not None and data.generation < self.max_generation:
                 generation = data.generation
