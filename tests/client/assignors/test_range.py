@@ -211,7 +211,11 @@ def test_rack_aware_assignment_with_uniform_subscription() -> None:
     verify_non_rack_aware(
         topics,
         consumer_topics,
-        ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0", "t1-2, t1-3, t2-3, t2-4, t3-1", "t1-4, t1-5, t2-5, t2-6"],
+        [
+            "t1-0, t1-1, t2-0, t2-1, t2-2, t3-0",
+            "t1-2, t1-3, t2-3, t2-4, t3-1",
+            "t1-4, t1-5, t2-5, t2-6",
+        ],
     )
     a = RangeAssignor()
     verify_rack_assignment(
@@ -238,7 +242,11 @@ def test_rack_aware_assignment_with_non_equal_subscription() -> None:
     verify_non_rack_aware(
         topics,
         consumer_topics,
-        ["t1-0, t1-1, t2-0, t2-1, t2-2, t2-3, t3-0", "t1-2, t1-3, t2-4, t2-5, t2-6, t3-1", "t1-4, t1-5"],
+        [
+            "t1-0, t1-1, t2-0, t2-1, t2-2, t2-3, t3-0",
+            "t1-2, t1-3, t2-4, t2-5, t2-6, t3-1",
+            "t1-4, t1-5",
+        ],
     )
     a = RangeAssignor()
     verify_rack_assignment(
@@ -262,7 +270,11 @@ def test_rack_aware_assignment_with_uniform_partitions() -> None:
     topics = {"t1": 5, "t2": 5, "t3": 5}
     every = ["t1", "t2", "t3"]
     consumer_topics = [every, every, every]
-    plain = ["t1-0, t1-1, t2-0, t2-1, t3-0, t3-1", "t1-2, t1-3, t2-2, t2-3, t3-2, t3-3", "t1-4, t2-4, t3-4"]
+    plain = [
+        "t1-0, t1-1, t2-0, t2-1, t3-0, t3-1",
+        "t1-2, t1-3, t2-2, t2-3, t3-2, t3-3",
+        "t1-4, t2-4, t3-4",
+    ]
     verify_non_rack_aware(topics, consumer_topics, plain)
     a = RangeAssignor()
     # co-partitioning wins over rack alignment
@@ -278,7 +290,11 @@ def test_rack_aware_assignment_with_uniform_partitions_non_equal_subscription() 
     verify_non_rack_aware(
         topics,
         consumer_topics,
-        ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0, t3-1", "t1-2, t1-3, t2-3, t2-4, t3-2, t3-3", "t1-4, t3-4"],
+        [
+            "t1-0, t1-1, t2-0, t2-1, t2-2, t3-0, t3-1",
+            "t1-2, t1-3, t2-3, t2-4, t3-2, t3-3",
+            "t1-4, t3-4",
+        ],
     )
     a = RangeAssignor()
     verify_rack_assignment(
@@ -319,7 +335,12 @@ def test_rack_aware_assignment_with_co_partitioning() -> None:
 
     every = ["t1", "t2", "t3", "t4"]
     consumer_topics = [every] * 4
-    plain = ["t1-0, t1-1, t2-0, t2-1, t3-0, t4-0", "t1-2, t1-3, t2-2, t2-3, t3-1, t4-1", "t1-4, t2-4", "t1-5, t2-5"]
+    plain = [
+        "t1-0, t1-1, t2-0, t2-1, t3-0, t4-0",
+        "t1-2, t1-3, t2-2, t2-3, t3-1, t4-1",
+        "t1-4, t2-4",
+        "t1-5, t2-5",
+    ]
     verify_rack_assignment(a, topics, 3, racks(2), consumer_racks, consumer_topics, plain, -1)
     verify_rack_assignment(a, topics, 2, racks(2), consumer_racks, consumer_topics, plain, 0)
     verify_rack_assignment(

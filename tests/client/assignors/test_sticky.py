@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.client.assignors import Assignment, GroupMetadata, Subscription
+from odradek.client.assignors import Assignment, GroupMetadata, Subscription, TopicPartition
 from odradek.client.assignors.base import DEFAULT_GENERATION
 
 from .helpers import tp
@@ -525,3 +525,10 @@ def test_cooperative_withholds_moving_partitions_then_hands_them_over() -> None:
     subs = {C1: h.v2((T,), first[C1]), C2: h.v2((T,), first[C2])}
     second = h.assign(partitions, subs)
     assert sets(second) == {C1: {tp(T, 0), tp(T, 1)}, C2: {tp(T, 2)}}
+
+
+def test_owned_partition_beyond_the_topics_partition_count_is_dropped(h: Harness) -> None:
+    # The topic was re-created with fewer partitions: t0-1 no longer exists.
+    subs = {"a": h.v2(("t0",), [TopicPartition("t0", 1)]), "aa": h.v2((), [])}
+    got = h.assign({"t0": 1}, subs)
+    assert got == {"a": [TopicPartition("t0", 0)], "aa": []}

@@ -74,7 +74,9 @@ def sticky_assign(
         mine: list[TopicPartition] = []
         owned[member] = mine
         for tp in data.partitions:
-            if tp.topic not in partitions_per_topic:
+            # Java checks only the topic; a partition number the topic no longer has (it
+            # was re-created smaller) is dropped too, so it is never handed out.
+            if not 0 <= tp.partition < partitions_per_topic.get(tp.topic, 0):
                 continue
             other = owner.get(tp)
             if other is None:
