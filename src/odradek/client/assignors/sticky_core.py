@@ -66,6 +66,9 @@ def sticky_assign(
     max_generation = DEFAULT_GENERATION
     owner: dict[TopicPartition, str] = {}
     topic_sets = [frozenset(subscriptions[m].topics) for m in members]
+    # Java compares each member with the first one whose topic list is non-empty, so a
+    # member subscribed to nothing can pass as "equal" and be given partitions it never
+    # asked for; comparing the sets exactly avoids that.
     all_equal = len(set(topic_sets)) <= 1
     for member in members:
         data = member_data[member]

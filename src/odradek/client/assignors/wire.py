@@ -104,7 +104,7 @@ def encode_subscription(subscription: Subscription, version: int = HIGHEST_VERSI
     topics sorted, owned partitions sorted and grouped by topic, fields of later versions
     left out. A version above 3 is written as 3, as Java does."""
     version = _check_version(version)
-    topics = sorted(set(subscription.topics), key=java_order)
+    topics = sorted(subscription.topics, key=java_order)  # sorted, not deduplicated, as Java
     out = [_I16.pack(version), _I32.pack(len(topics))]
     out.extend(_string(t) for t in topics)
     out.append(_nullable_bytes(subscription.user_data))
