@@ -10,7 +10,7 @@ import pytest
 from odradek.client.assignors import Assignment, GroupMetadata, Subscription, TopicPartition
 from odradek.client.assignors.base import DEFAULT_GENERATION
 
-from .helpers import tp
+from .helpers import null_racks, racks, tp, verify_rack_assignment
 from .sticky_harness import (
     GENERATION,
     KINDS,
@@ -532,3 +532,47 @@ def test_owned_partition_beyond_the_topics_partition_count_is_dropped(h: Harness
     subs = {"a": h.v2(("t0",), [TopicPartition("t0", 1)]), "aa": h.v2((), [])}
     got = h.assign({"t0": 1}, subs)
     assert got == {"a": [TopicPartition("t0", 0)], "aa": []}
+
+
+# Vectors of testRackAwareAssignmentWith{Uniform,NonEqual}Subscription in the
+# configurations where racks cannot be used (no broker racks, no consumer racks, or no
+# common rack), each run without and then with the expected assignment as owned partitions
+# (Java's verifyUniformSubscription / verifyNonEqualSubscription).
+RACKLESS = [
+    (null_racks(3), racks(3)),
+    (racks(3), null_racks(3)),
+    (racks(3), ["d", "e", "f"]),
+    (racks(3), [None, "e", "f"]),
+]
+
+
+@pytest.mark.parametrize(("broker_racks", "consumer_racks"), RACKLESS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_uniform_subscription_vectors(kind: str, broker_racks, consumer_racks) -> None:
+    every = ["t1", "t2", "t3"]
+    expected = [
+        "t1-0, t1-3, t2-0, t2-3, t2-6",
+        "t1-1, t1-4, t2-1, t2-4, t3-0",
+        "t1-2, t1-5, t2-2, t2-5, t3-1",
+    ]
+    for owned in ((), expected):
+        verify_rack_assignment(
+            Harness(kind).assignor, {"t1": 6, "t2": 7, "t3": 2}, 3, broker_racks,
+            consumer_racks, [every] * 3, expected, -1, owned,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(("broker_racks", "consumer_racks"), RACKLESS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_non_equal_subscription_vectors(kind: str, broker_racks, consumer_racks) -> None:
+    every = ["t1", "t2", "t3"]
+    expected = [
+        "t1-5, t2-0, t2-2, t2-4, t2-6",
+        "t1-3, t2-1, t2-3, t2-5, t3-0",
+        "t1-0, t1-1, t1-2, t1-4, t3-1",
+    ]
+    for owned in ((), expected):
+        verify_rack_assignment(
+            Harness(kind).assignor, {"t1": 6, "t2": 7, "t3": 2}, 3, broker_racks,
+            consumer_racks, [every, every, ["t1", "t3"]], expected, -1, owned,
+        )  # fmt: skip
