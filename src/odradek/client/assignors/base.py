@@ -28,6 +28,7 @@ __all__ = [
     "java_order",
     "member_order",
     "partition_order",
+    "use_rack_aware_assignment",
 ]
 
 DEFAULT_GENERATION = -1  # Java's AbstractStickyAssignor.DEFAULT_GENERATION
@@ -137,6 +138,21 @@ def member_order(member_id: str, group_instance_id: str | None) -> tuple[int, by
     if group_instance_id is not None:
         return 0, java_order(group_instance_id), java_order(member_id)
     return 1, java_order(member_id), b""
+
+
+def use_rack_aware_assignment(
+    consumer_racks: set[str],
+    partition_racks: set[str],
+    racks_per_partition: dict[TopicPartition, frozenset[str]],
+    prefer_rack_aware_logic: bool = False,
+) -> bool:
+    """Java's rule: some member rack is also a replica rack, and not every partition has
+    replicas on all racks (else every choice is already rack-aligned)."""
+    if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
+        return False
+    if prefer_rack_aware_logic:
+        return True
+    return not all(racks == partition_racks for racks in racks_per_partition.values())
 
 
 class AbstractPartitionAssignor(ABC):

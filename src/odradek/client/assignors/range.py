@@ -21,24 +21,10 @@ from odradek.client.assignors.base import (
     Subscription,
     TopicPartition,
     member_order,
+    use_rack_aware_assignment,
 )
 
 __all__ = ["RangeAssignor", "use_rack_aware_assignment"]
-
-
-def use_rack_aware_assignment(
-    consumer_racks: set[str],
-    partition_racks: set[str],
-    racks_per_partition: dict[TopicPartition, frozenset[str]],
-    prefer_rack_aware_logic: bool = False,
-) -> bool:
-    """Java's rule: some member rack is also a replica rack, and not every partition has
-    replicas on all racks (else every choice is already rack-aligned)."""
-    if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
-        return False
-    if prefer_rack_aware_logic:
-        return True
-    return not all(racks == partition_racks for racks in racks_per_partition.values())
 
 
 class _TopicState:

@@ -38,8 +38,10 @@ __all__ = ["CooperativeStickyAssignor", "StickyAssignor"]
 
 
 class _AbstractStickyAssignor(AbstractPartitionAssignor):
-    def __init__(self) -> None:
+    def __init__(self, *, prefer_rack_aware_logic: bool = False) -> None:
         self.last_result: StickyResult | None = None
+        # Java's test switch: rack-aware passes even when every partition is on every rack.
+        self.prefer_rack_aware_logic = prefer_rack_aware_logic
 
     def member_data(self, subscription: Subscription) -> MemberData:
         raise NotImplementedError
@@ -57,15 +59,17 @@ class _AbstractStickyAssignor(AbstractPartitionAssignor):
         partition_racks: dict[TopicPartition, frozenset[str]],
     ) -> dict[str, list[TopicPartition]]:
         data = {m: self.member_data(s) for m, s in subscriptions.items()}
-        self.last_result = sticky_assign(partitions_per_topic, subscriptions, data)
+        self.last_result = sticky_assign(
+            partitions_per_topic, subscriptions, data, partition_racks, self.prefer_rack_aware_logic
+        )
         return self.last_result.assignment
 
 
 class StickyAssignor(_AbstractStickyAssignor):
     name = "sticky"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, prefer_rack_aware_logic: bool = False) -> None:
+        super().__init__(prefer_rack_aware_logic=prefer_rack_aware_logic)
         self._member_assignment: list[TopicPartition] | None = None
         self._generation = DEFAULT_GENERATION
 
@@ -92,8 +96,8 @@ class StickyAssignor(_AbstractStickyAssignor):
 class CooperativeStickyAssignor(_AbstractStickyAssignor):
     name = "cooperative-sticky"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, prefer_rack_aware_logic: bool = False) -> None:
+        super().__init__(prefer_rack_aware_logic=prefer_rack_aware_logic)
         self._generation = DEFAULT_GENERATION
 
     @property

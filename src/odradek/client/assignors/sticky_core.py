@@ -18,8 +18,12 @@ subscriptions allow it), then as few moves as possible from what members owned b
 Where the result depends on the order Java walks a ``HashMap`` of members (or picks the
 first partition of a ``HashSet``), that order is reproduced (:mod:`.java_order`), so a
 group gets the same assignment from an odradek leader as from a Java one; results never
-depend on the order of the input mapping. Rack awareness of the Java sticky assignors
-(KIP-881) is not implemented: member racks are ignored.
+depend on the order of the input mapping.
+
+Racks (KIP-881): when members send racks and some partitions have replicas on only some
+racks, owned partitions on another rack than their member's are given up, unassigned
+partitions go first to a member on one of their racks, and rebalancing moves prefer a
+member on the partition's rack. Balance still comes first.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from odradek.client.assignors.base import (
     Subscription,
     TopicPartition,
     java_order,
+    use_rack_aware_assignment,
 )
 from odradek.client.assignors.java_order import JavaHashSet, hashmap_order, string_hash
 
@@ -55,11 +60,72 @@ class StickyResult:
     movements: _PartitionMovements | None
 
 
+class RackInfo:
+    """Member racks and partition replica racks, when rack-aware assignment applies."""
+
+    def __init__(
+        self,
+        partitions_per_topic: dict[str, int],
+        subscriptions: dict[str, Subscription],
+        replica_racks: dict[TopicPartition, frozenset[str]],
+        prefer_rack_aware_logic: bool,
+    ) -> None:
+        member_racks = {m: s.rack for m, s in subscriptions.items() if s.rack is not None}
+        members_per_rack: dict[str, int] = {}
+        for rack in member_racks.values():
+            members_per_rack[rack] = members_per_rack.get(rack, 0) + 1
+        racks_of: dict[TopicPartition, frozenset[str]] = {}
+        if member_racks:
+            for topic, count in partitions_per_topic.items():
+                for p in range(count):
+                    tp = TopicPartition(topic, p)
+                    racks_of[tp] = replica_racks.get(tp, frozenset())
+        all_partition_racks = set().union(*racks_of.values()) if racks_of else set()
+        if use_rack_aware_assignment(
+            set(members_per_rack), all_partition_racks, racks_of, prefer_rack_aware_logic
+        ):
+            self.consumer_racks = member_racks
+            self.partition_racks = racks_of
+        else:
+            self.consumer_racks = {}
+            self.partition_racks = {}
+        # As in Java, counted whenever some member has a rack, even if racks go unused.
+        self.consumers_on_racks = {
+            tp: sum(members_per_rack.get(r, 0) for r in racks) for tp, racks in racks_of.items()
+        }
+
+    def mismatch(self, member: str, tp: TopicPartition) -> bool:
+        rack = self.consumer_racks.get(member)
+        return rack is not None and rack not in self.partition_racks.get(tp, frozenset())
+
+    def sort_by_rack_consumers(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Partitions with fewer members on their racks first (stable)."""
+        if not self.consumers_on_racks:
+            return partitions
+        return sorted(partitions, key=lambda tp: self.consumers_on_racks.get(tp, 0))
+
+    def next_rack_consumer(self, tp: TopicPartition, members: list[str], first: int) -> int:
+        """Index of the first member from ``first`` (wrapping) on one of ``tp``'s racks."""
+        racks = self.partition_racks.get(tp)
+        if not racks:
+            return -1
+        for i in range(len(members)):
+            index = (first + i) % len(members)
+            if self.consumer_racks.get(members[index]) in racks:
+                return index
+        return -1
+
+
 def sticky_assign(
     partitions_per_topic: dict[str, int],
     subscriptions: dict[str, Subscription],
     member_data: dict[str, MemberData],
+    replica_racks: dict[TopicPartition, frozenset[str]] | None = None,
+    prefer_rack_aware_logic: bool = False,
 ) -> StickyResult:
+    rack_info = RackInfo(
+        partitions_per_topic, subscriptions, replica_racks or {}, prefer_rack_aware_logic
+    )
     members = _java_member_order(subscriptions)
     owned: dict[str, list[TopicPartition]] = {}
     multiply_owned: set[TopicPartition] = set()
@@ -99,9 +165,11 @@ def sticky_assign(
                 _remove(owned[other], tp)
                 owner[tp] = member
     if all_equal:
-        builder = _Constrained(partitions_per_topic, owned, multiply_owned)
+        builder = _Constrained(partitions_per_topic, owned, multiply_owned, rack_info)
         return StickyResult(builder.build(), builder.transferring, None)
-    general = _General(partitions_per_topic, subscriptions, owned, member_data, max_generation)
+    general = _General(
+        partitions_per_topic, subscriptions, owned, member_data, max_generation, rack_info
+    )
     return StickyResult(general.build(), None, general.movements)
 
 
@@ -129,7 +197,9 @@ class _Constrained:
         partitions_per_topic: dict[str, int],
         owned: dict[str, list[TopicPartition]],
         multiply_owned: set[TopicPartition],
+        rack_info: RackInfo,
     ) -> None:
+        self.rack_info = rack_info
         self.partitions_per_topic = partitions_per_topic
         self.owned = owned
         self.multiply_owned = multiply_owned
@@ -156,6 +226,8 @@ class _Constrained:
         ]
         self.under_min.sort(key=java_order)
         self.exactly_min.sort(key=java_order)
+        unassigned = self.rack_info.sort_by_rack_consumers(unassigned)
+        unassigned = self._assign_rack_aware_round_robin(unassigned)
         self._assign_round_robin(unassigned)
         return self.assignment
 
@@ -165,7 +237,13 @@ class _Constrained:
 
     def _assign_owned(self) -> None:
         for member, owned in self.owned.items():
-            mine = sorted(owned, key=lambda tp: (tp.partition, java_order(tp.topic)))
+            kept = []
+            for tp in owned:
+                if self.rack_info.mismatch(member, tp):
+                    self.maybe_revoked[tp] = member  # on another rack: may move
+                else:
+                    kept.append(tp)
+            mine = sorted(kept, key=lambda tp: (tp.partition, java_order(tp.topic)))
             mine = [tp for tp in mine if tp not in self.multiply_owned]
             if len(mine) < self.min_quota:
                 self._keep(member, mine)
@@ -183,6 +261,44 @@ class _Constrained:
                     self.maybe_revoked[tp] = member
                 if self.current_over_min < self.expected_over_min:
                     self.exactly_min.append(member)
+
+    def _assign_rack_aware_round_robin(
+        self, unassigned: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        """Fill members up to quota with partitions that have a replica on their rack;
+        return the partitions left for the plain round-robin."""
+        if not self.rack_info.consumer_racks:
+            return unassigned
+        left = []
+        next_index = 0
+        for tp in unassigned:
+            member = None
+            index = self.rack_info.next_rack_consumer(tp, self.under_min, next_index)
+            if index >= 0:
+                member = self.under_min[index]
+                count = len(self.assignment[member]) + 1
+                if count >= self.min_quota:
+                    self.under_min.remove(member)
+                    # At min_quota a member is unfilled only if it may still reach max_quota.
+                    if count < self.max_quota and self.current_over_min < self.expected_over_min:
+                        self.exactly_min.append(member)
+                else:
+                    index += 1
+                next_index = index % len(self.under_min) if self.under_min else 0
+            elif self.exactly_min:
+                first = self.rack_info.next_rack_consumer(tp, self.exactly_min, 0)
+                if first >= 0:
+                    member = self.exactly_min[first]
+                    if len(self.assignment[member]) + 1 == self.max_quota:
+                        del self.exactly_min[first]
+                        self.current_over_min += 1
+                        if self.current_over_min == self.expected_over_min:
+                            self.exactly_min.clear()
+            if member is None:
+                left.append(tp)
+            else:
+                self._assign_new(tp, member)
+        return left
 
     def _assign_round_robin(self, unassigned: list[TopicPartition]) -> None:
         # Index-based walk over under_min that tolerates removing the current member,
@@ -279,7 +395,9 @@ class _General:
         owned: dict[str, list[TopicPartition]],
         member_data: dict[str, MemberData],
         max_generation: int,
+        rack_info: RackInfo,
     ) -> None:
+        self.rack_info = rack_info
         self.partitions_per_topic = partitions_per_topic
         self.subscriptions = subscriptions
         self.member_data = member_data
@@ -349,7 +467,7 @@ class _General:
             for tp in self.current[member]:
                 if tp.topic not in self.topic_consumers:
                     self.partition_consumer.pop(tp, None)
-                elif tp.topic not in subscription.topics:
+                elif tp.topic not in subscription.topics or self.rack_info.mismatch(member, tp):
                     self.revocation_required = True
                 else:
                     kept.append(tp)
@@ -382,12 +500,17 @@ class _General:
         sizes = [len(v) for v in assignment.values()]
         return sum(abs(a - b) for i, a in enumerate(sizes) for b in sizes[i + 1 :])
 
-    def _maybe_assign(self, tp: TopicPartition) -> None:
+    def _maybe_assign(self, tp: TopicPartition, match_racks: bool) -> bool:
+        """Give ``tp`` to the least-loaded member subscribed to it (on one of its racks if
+        ``match_racks``); False if there is none."""
         for member in self._by_load():
-            if tp.topic in self.consumer_topics[member]:
+            if tp.topic in self.consumer_topics[member] and not (
+                match_racks and self.rack_info.mismatch(member, tp)
+            ):
                 self.current[member].append(tp)
                 self.partition_consumer[tp] = member
-                return
+                return True
+        return False
 
     def _topic_can_move(self, topic: str) -> bool:
         return len(self.topic_consumers[topic]) >= 2
@@ -402,9 +525,16 @@ class _General:
         self, previous: dict[TopicPartition, tuple[str, int]], unassigned: list[TopicPartition]
     ) -> None:
         initializing = not self.current[self._by_load()[-1]] if self.active else True
-        for tp in unassigned:
+        to_assign = unassigned
+        if self.rack_info.consumer_racks:
+            to_assign = [
+                tp
+                for tp in unassigned
+                if not (self.topic_consumers[tp.topic] and self._maybe_assign(tp, True))
+            ]
+        for tp in to_assign:
             if self.topic_consumers[tp.topic]:
-                self._maybe_assign(tp)
+                self._maybe_assign(tp, False)
 
         fixed_partitions = {
             TopicPartition(t, p)
@@ -461,15 +591,27 @@ class _General:
                     self._move(tp, earlier[0])
                     performed = modified = True
                     continue
-                for other in self.topic_consumers[tp.topic]:
-                    if (
-                        other in self.active
-                        and len(self.current[member]) > len(self.current[other]) + 1
-                    ):
-                        self._move(tp, self._least_loaded_for(tp.topic))
-                        performed = modified = True
-                        break
+                if self._move_if_unbalanced(tp, member, same_rack_only=True) or (
+                    self._move_if_unbalanced(tp, member, same_rack_only=False)
+                ):
+                    performed = modified = True
         return performed
+
+    def _move_if_unbalanced(self, tp: TopicPartition, member: str, same_rack_only: bool) -> bool:
+        """Move ``tp`` to the least-loaded subscriber if some subscriber (on ``tp``'s racks,
+        when ``same_rack_only`` and ``member`` is on one of them) has 2+ fewer partitions."""
+        racks = self.rack_info.partition_racks.get(tp, frozenset())
+        if same_rack_only and self.rack_info.consumer_racks.get(member) not in racks:
+            return False
+        for other in self.topic_consumers[tp.topic]:
+            if other not in self.active:
+                continue
+            if same_rack_only and self.rack_info.consumer_racks.get(other) not in racks:
+                continue
+            if len(self.current[member]) > len(self.current[other]) + 1:
+                self._move(tp, self._least_loaded_for(tp.topic))
+                return True
+        return False
 
     def _least_loaded_for(self, topic: str) -> str:
         return next(m for m in self._by_load() if topic in self.consumer_topics[m])
