@@ -173,3 +173,55 @@ def test_hashmap_order_follows_buckets_not_names() -> None:
         ((string_hash(k) & 0xFFFFFFFF) ^ ((string_hash(k) & 0xFFFFFFFF) >> 16)) & 15 for k in order
     ]
     assert buckets == sorted(buckets)
+
+
+@st.composite
+def racked_groups(draw: st.DrawFn, equal: bool = False):
+    cluster, subs = draw(groups(equal=equal))
+    rack = st.sampled_from(["a", "b", "c"])
+    subs = {
+        m: Subscription(
+            s.topics, rack_id=draw(st.none() | rack), group_instance_id=s.group_instance_id
+        )
+        for m, s in subs.items()
+    }
+    replicas = {
+        TopicPartition(t, p): draw(st.frozensets(rack, max_size=2))
+        for t, n in cluster.items()
+        for p in range(n)
+    }
+    return cluster, subs, replicas
+
+
+@settings(max_examples=150, deadline=None)
+@given(racked_groups(), st.sampled_from(sorted(BUILTIN_ASSIGNORS)), st.booleans())
+def test_racks_never_break_validity(group, name: str, prefer: bool) -> None:
+    cluster, subs, replicas = group
+    assignor = assignor_for(name)
+    assignor.prefer_rack_aware_logic = prefer
+    check_valid(cluster, subs, assignor.assign(cluster, subs, partition_racks=replicas))
+
+
+@settings(max_examples=100, deadline=None)
+@given(racked_groups(equal=True), st.sampled_from(["roundrobin", "sticky", "cooperative-sticky"]))
+def test_racks_never_break_balance(group, name: str) -> None:
+    cluster, subs, replicas = group
+    result = assignor_for(name).assign(cluster, subs, partition_racks=replicas)
+    sizes = [len(a.partitions) for a in result.values()]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(racked_groups(), st.sampled_from(sorted(BUILTIN_ASSIGNORS)))
+def test_cooperative_with_racks_never_gives_away_a_partition_being_revoked(
+    group, previous: str
+) -> None:
+    cluster, subs, replicas = group
+    owned = assignor_for(previous).assign(cluster, subs)  # ignores racks: some misaligned
+    h = Harness("cooperative-sticky")
+    subs = {
+        m: Subscription(s.topics, None, tuple(owned[m].partitions), 1, s.rack_id)
+        for m, s in subs.items()
+    }
+    result = h.assignor.assign(cluster, subs, partition_racks=replicas)
+    revocations(subs, {m: a.partitions for m, a in result.items()})
