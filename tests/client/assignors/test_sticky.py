@@ -9,6 +9,7 @@ import pytest
 
 from odradek.client.assignors import Assignment, GroupMetadata, Subscription, TopicPartition
 from odradek.client.assignors.base import DEFAULT_GENERATION
+from odradek.client.assignors.wire import encode_sticky_user_data
 
 from .helpers import null_racks, racks, tp, verify_rack_assignment
 from .sticky_harness import (
@@ -447,18 +448,14 @@ def test_sticky_assignment_with_conflicting_previous_generations(all_equal: bool
 
 
 def test_sticky_schema_backward_compatibility() -> None:
+    # consumer2 sends StickyAssignorUserData v0: its previous assignment, no generation
     h = Harness("sticky")
-    partitions = {T: 3}
     subs = {
         C1: h.v2((T,), [tp(T, 0), tp(T, 2)], 1),
-        C2: h.v0((T,), [tp(T, 1)], 1),
+        C2: Subscription((T,), encode_sticky_user_data([tp(T, 1)])),
         C3: Subscription((T,)),
     }
-    # consumer2 sends StickyAssignorUserData v0: no generation
-    from odradek.client.assignors.wire import encode_sticky_user_data
-
-    subs[C2] = Subscription((T,), encode_sticky_user_data([tp(T, 1)]))
-    got = h.assign(partitions, subs)
+    got = h.assign({T: 3}, subs)
     assert [len(got[c]) for c in (C1, C2, C3)] == [1, 1, 1]
     assert set(got[C1]) <= {tp(T, 0), tp(T, 2)} and set(got[C2]) <= {tp(T, 1)}
 
