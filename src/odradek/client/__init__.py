@@ -10,6 +10,8 @@ Modules (import from them directly; this package re-exports the main names):
 * :mod:`~odradek.client.sync` — :class:`SyncProducer`, :class:`SyncConsumer`, :class:`SyncAdmin`
 * :mod:`~odradek.client.partitioner` — murmur2 and partition choice, as the Java client
 * :mod:`~odradek.client.errors` — :class:`KafkaError` (broker error codes), :class:`ClientError`
+* :mod:`~odradek.client.assignors` — consumer-group partition assignors (range, roundrobin,
+  sticky, cooperative-sticky) and the consumer protocol bytes
 """
 
 from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
