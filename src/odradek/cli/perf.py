@@ -57,6 +57,22 @@ def load_properties(path: str, option: str) -> dict[str, str]:
     return props
 
 
+def java_fixed(value: float, digits: int) -> str:
+    """Java's ``%.Nf``: like Python's, but infinities and NaN spelled Java's way."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return f"{value:.{digits}f}"
+
+
+def java_div(a: float, b: float) -> float:
+    """Java's double division: zero divisors give infinity or NaN, not an exception."""
+    if b:
+        return a / b
+    return float("nan") if a == 0 else float("inf")
+
+
 class LiveDisplay:
     """A rich progress bar on a terminal; does nothing when stdout is piped."""
 

@@ -34,7 +34,7 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
-from odradek.cli.perf import LiveDisplay, load_properties
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
@@ -120,19 +120,8 @@ def _date_field(letter: str, width: int, pattern: str) -> Any:
     return fields[letter]
 
 
-def _div(a: float, b: float) -> float:
-    if b:
-        return a / b
-    return float("nan") if a == 0 else float("inf")
-
-
-def _f4(value: float) -> str:
-    """Java's %.4f, which spells infinities and NaN out."""
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    return f"{value:.4f}"
+def f4(value: float) -> str:
+    return java_fixed(value, 4)
 
 
 @dataclass
@@ -305,14 +294,14 @@ def summary_line(totals: Totals, start_ms: int, end_ms: int, join_ms: int, fmt: 
         [
             fmt(start_ms),
             fmt(end_ms),
-            _f4(mb),
-            _f4(_div(mb, elapsed_s)),
+            f4(mb),
+            f4(java_div(mb, elapsed_s)),
             str(totals.messages),
-            _f4(_div(totals.messages, elapsed_s)),
+            f4(java_div(totals.messages, elapsed_s)),
             str(join_ms),
             str(fetch_ms),
-            _f4(_div(mb, fetch_ms / 1000)),
-            _f4(_div(totals.messages, fetch_ms / 1000)),
+            f4(java_div(mb, fetch_ms / 1000)),
+            f4(java_div(totals.messages, fetch_ms / 1000)),
         ]
     )
 
@@ -334,14 +323,14 @@ def progress_line(
         [
             fmt(end_ms),
             "0",
-            _f4(totals.bytes / MB),
-            _f4(_div(1000.0 * interval_mb, elapsed_ms)),
+            f4(totals.bytes / MB),
+            f4(java_div(1000.0 * interval_mb, elapsed_ms)),
             str(totals.messages),
-            _f4(_div(interval_messages, elapsed_ms) * 1000.0),
+            f4(java_div(interval_messages, elapsed_ms) * 1000.0),
             str(join_in_round),
             str(fetch_ms),
-            _f4(0.0 if fetch_ms <= 0 else 1000.0 * interval_mb / fetch_ms),
-            _f4(0.0 if fetch_ms <= 0 else 1000.0 * interval_messages / fetch_ms),
+            f4(0.0 if fetch_ms <= 0 else 1000.0 * interval_mb / fetch_ms),
+            f4(0.0 if fetch_ms <= 0 else 1000.0 * interval_messages / fetch_ms),
         ]
     )
 

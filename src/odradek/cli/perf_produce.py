@@ -31,7 +31,7 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import DEFAULT_BOOTSTRAP, check_bootstrap, run, unescape
-from odradek.cli.perf import LiveDisplay, load_properties
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties
 
 if TYPE_CHECKING:
     from odradek.client.producer import RecordMetadata
@@ -135,32 +135,27 @@ class Stats:
 
     def window_line(self, now: float) -> str:
         elapsed_ms = (now - self.window_start) * 1000
+        rate = java_div(1000.0 * self.window_count, elapsed_ms)
+        mb_rate = java_div(1000.0 * self.window_bytes, elapsed_ms) / (1024 * 1024)
+        avg = java_div(self.window_total_latency, self.window_count)
         return (
-            f"{self.window_count} records sent, "
-            f"{_div(1000.0 * self.window_count, elapsed_ms):.1f} records/sec "
-            f"({_div(1000.0 * self.window_bytes, elapsed_ms) / (1024 * 1024):.2f} MB/sec), "
-            f"{_div(self.window_total_latency, self.window_count):.1f} ms avg latency, "
+            f"{self.window_count} records sent, {java_fixed(rate, 1)} records/sec "
+            f"({java_fixed(mb_rate, 2)} MB/sec), {java_fixed(avg, 1)} ms avg latency, "
             f"{float(self.window_max_latency):.1f} ms max latency."
         )
 
     def total_line(self, now: float) -> str:
         elapsed_ms = (now - self.start) * 1000
+        rate = java_div(1000.0 * self.count, elapsed_ms)
+        mb_rate = java_div(1000.0 * self.bytes, elapsed_ms) / (1024 * 1024)
+        avg = java_div(self.total_latency, self.count)
         p50, p95, p99, p999 = percentiles(self.latencies, 0.5, 0.95, 0.99, 0.999)
         return (
             f"{self.count}{' steady state' if self.steady_state else ''} records sent, "
-            f"{_div(1000.0 * self.count, elapsed_ms):f} records/sec "
-            f"({_div(1000.0 * self.bytes, elapsed_ms) / (1024 * 1024):.2f} MB/sec), "
-            f"{_div(self.total_latency, self.count):.2f} ms avg latency, "
-            f"{float(self.max_latency):.2f} ms max latency, "
+            f"{java_fixed(rate, 6)} records/sec ({java_fixed(mb_rate, 2)} MB/sec), "
+            f"{java_fixed(avg, 2)} ms avg latency, {float(self.max_latency):.2f} ms max latency, "
             f"{p50} ms 50th, {p95} ms 95th, {p99} ms 99th, {p999} ms 99.9th."
         )
-
-
-def _div(a: float, b: float) -> float:
-    """Java's double division: no exception on zero."""
-    if b:
-        return a / b
-    return float("nan") if a == 0 else float("inf")
 
 
 def percentiles(latencies: list[int], *points: float) -> list[int]:
@@ -351,7 +346,7 @@ def print_metric_lines(out: Any, stats: Stats, failures: int, client_id: str, no
         f"producer-metrics:record-send-total:{tags}": float(stats.count),
         f"producer-metrics:record-send-rate:{tags}": stats.count / elapsed_s,
         f"producer-metrics:record-error-total:{tags}": float(failures),
-        f"producer-metrics:record-size-avg:{tags}": _div(stats.bytes, stats.count),
+        f"producer-metrics:record-size-avg:{tags}": java_div(stats.bytes, stats.count),
     }
     width = max(len(name) for name in metrics)
     out.write(f"\n{'Metric Name'.ljust(width)} Value\n")
