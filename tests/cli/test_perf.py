@@ -3,7 +3,11 @@ throttling, group offsets and error paths. Output is piped, so it is Kafka's pla
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -446,3 +450,68 @@ def test_consume_errors(bootstrap: str) -> None:
         "--messages",
         "1",
     ).check_error("no broker reachable")
+
+
+def run_on_terminal(*args: str) -> tuple[int, list[str]]:
+    """Run ``odradek`` with stdout on a pseudo-terminal; (exit code, lines without ANSI)."""
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "ODRADEK_BOOTSTRAP_SERVER"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", *args],
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    code = proc.wait(timeout=60)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    return code, [line.strip() for line in re.split(r"[\r\n]+", text) if line.strip()]
+
+
+def test_live_display_on_a_terminal(bootstrap: str) -> None:
+    topic = unique("pp-tty")
+    create(bootstrap, topic)
+    code, lines = run_on_terminal(
+        "perf",
+        "produce",
+        "--topic",
+        topic,
+        "--num-records",
+        "300",
+        "--record-size",
+        "10",
+        "--throughput",
+        "200",
+        "--bootstrap-server",
+        bootstrap,
+        "--reporting-interval",
+        "300",
+    )
+    assert code == 0, lines
+    assert any(line.startswith("producing") and "/300" in line for line in lines), lines
+    assert any(WINDOW.match(line) for line in lines), lines  # printed above the bar
+    assert TOTAL.match(lines[-1]), lines
+    code, lines = run_on_terminal(
+        "perf",
+        "consume",
+        "--topic",
+        topic,
+        "--messages",
+        "300",
+        "--bootstrap-server",
+        bootstrap,
+    )
+    assert code == 0, lines
+    assert any(line.startswith("consuming") for line in lines), lines
+    assert lines[0] == HEADER and SUMMARY.match(lines[-1]), lines

@@ -5,9 +5,8 @@ The options and the output lines are those of ``kafka-producer-perf-test.sh``
 (:mod:`odradek.cli.perf_consume`), so scripts that parse Kafka's lines parse these too. Both
 run on odradek's own client and work against any Kafka-compatible broker.
 
-When standard output is a terminal a live ``rich`` progress display replaces the periodic
-lines; the final summary is printed either way. Piped or redirected, the output is exactly
-Kafka's plain lines.
+When standard output is a terminal a live ``rich`` progress bar sits below the output lines;
+piped or redirected, the output is exactly Kafka's plain lines.
 
 This module holds what both share: the ``perf`` group, Java ``.properties`` files
 (``--producer.config`` / ``--consumer.config``) and the live display.
@@ -101,6 +100,14 @@ class LiveDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+    def print(self, line: str) -> None:
+        """One output line: above the live bar on a terminal, plain otherwise."""
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
 
     def update(self, completed: int, detail: str) -> None:
         if self._progress is not None:

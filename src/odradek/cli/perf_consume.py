@@ -239,8 +239,8 @@ async def run_consumer_perf(
                     totals.messages += 1
                     totals.bytes += len(record.key or b"") + len(record.value or b"")
                 if records and now_ms - last_report_ms >= reporting_interval_ms:
-                    if detailed and not display.enabled:
-                        out.write(
+                    if detailed:
+                        display.print(
                             progress_line(
                                 totals,
                                 last_bytes,
@@ -250,9 +250,7 @@ async def run_consumer_perf(
                                 date_format,
                                 join_in_round,
                             )
-                            + "\n"
                         )
-                        out.flush()
                     join_in_round = 0
                     last_report_ms = now_ms
                     last_messages, last_bytes = totals.messages, totals.bytes

@@ -89,7 +89,7 @@ class Stats:
     reporting_interval_ms: int
     steady_state: bool = False
     print_windows: bool = True
-    out: Any = None
+    emit: Any = None  # where lines go: a callable taking one line
     start: float = field(default_factory=time.monotonic)
     count: int = 0
     bytes: int = 0
@@ -129,9 +129,8 @@ class Stats:
         self.iteration += 1
 
     def _print(self, line: str) -> None:
-        if self.out is not None:
-            self.out.write(line + "\n")
-            self.out.flush()
+        if self.emit is not None:
+            self.emit(line)
 
     def window_line(self, now: float) -> str:
         elapsed_ms = (now - self.window_start) * 1000
@@ -281,11 +280,12 @@ async def run_producer_perf(
                 f"Warmup first {warmup_records} records. Steady state results will print "
                 "after the complete test summary.\n"
             )
-        stats = Stats(
-            num_records, reporting_interval_ms, out=out, print_windows=not display.enabled
-        )
+        stats = Stats(num_records, reporting_interval_ms, emit=display.print)
         start = stats.start
         pending: set[asyncio.Future[RecordMetadata]] = set()
+        refresher = (
+            asyncio.create_task(refresh_display(display, stats)) if display.enabled else None
+        )
         with display:
             for i in range(num_records):
                 payload = payloads.next(i)
@@ -295,8 +295,7 @@ async def run_producer_perf(
                         num_records - warmup_records,
                         reporting_interval_ms,
                         steady_state=True,
-                        out=out,
-                        print_windows=not display.enabled,
+                        emit=display.print,
                     )
                     stats.print_windows = False
                 trackers = (stats,) if steady is None else (stats, steady)
@@ -321,11 +320,11 @@ async def run_producer_perf(
                         await asyncio.sleep(ahead)
                 elif i % 512 == 511:
                     await asyncio.sleep(0)  # let the sender and the callbacks run
-                if display.enabled and i % 1024 == 0:
-                    display.update(stats.count, f"{stats.count} acked")
             await producer.flush()
             if pending:
                 await asyncio.wait(list(pending))
+            if refresher is not None:
+                refresher.cancel()
         now = time.monotonic()
         out.write(stats.total_line(now) + "\n")
         if steady is not None:
@@ -336,6 +335,18 @@ async def run_producer_perf(
     if failures:
         click.echo(f"error: {failures} records were not written; first: {first_error}", err=True)
     return failures
+
+
+async def refresh_display(display: LiveDisplay, stats: Stats) -> None:
+    """Show acknowledged records, rate and average latency a few times a second."""
+    while True:
+        elapsed = max(time.monotonic() - stats.start, 1e-9)
+        display.update(
+            stats.count,
+            f"{stats.count / elapsed:,.0f} records/sec, "
+            f"{java_fixed(java_div(stats.total_latency, stats.count), 1)} ms avg latency",
+        )
+        await asyncio.sleep(0.25)
 
 
 def print_metric_lines(out: Any, stats: Stats, failures: int, client_id: str, now: float) -> None:
