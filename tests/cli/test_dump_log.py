@@ -9,6 +9,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from odradek.broker.group.offsets_records import (
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 from odradek.records import Compression, Record, build_batch, build_end_txn_marker
 from odradek.records.control import ControlType
 from odradek.storage.leader_epoch import format_epoch_checkpoint
@@ -252,3 +261,49 @@ def test_offsets_decoder_on_a_live_broker_log(tmp_path: Path) -> None:
     )
     assert match.group(2).startswith('{"version":"3","data":{"offset":1,"leaderEpoch":')
     assert '"metadata":"","commitTimestamp":' in match.group(2)
+
+
+def test_offsets_decoder_record_kinds(tmp_path: Path) -> None:
+    member = MemberMetadataValue(
+        member_id="m-1",
+        client_id="c",
+        client_host="/127.0.0.1",
+        rebalance_timeout=300,
+        session_timeout=45,
+        subscription=b"\x00\x01",
+        assignment=b"",
+        group_instance_id=None,
+    )
+    group = GroupMetadataValue("consumer", 4, "range", "m-1", (member,), T0)
+    records = [
+        Record(encode_group_metadata_value(group), encode_group_metadata_key("g"), (), T0),
+        Record(
+            encode_offset_commit_value(OffsetCommitValue(5, "meta", T0, expire_timestamp=T0 + 1)),
+            encode_offset_commit_key("g", "t", 2),
+            (),
+            T0,
+        ),
+        Record(None, encode_offset_commit_key("g", "t", 3), (), T0),  # tombstone
+        Record(b"", (9).to_bytes(2, "big") + b"xx", (), T0),  # a KIP-848 record type
+        Record(b"\x00", (1).to_bytes(2, "big"), (), T0),  # truncated key
+        Record(b"v", None, (), T0),
+    ]
+    log = tmp_path / f"{0:020d}.log"
+    log.write_bytes(bytes(build_batch(records)))
+    lines = dump("--files", str(log), "--offsets-decoder", "--skip-record-metadata").check().lines
+    assert lines[3:] == [
+        '| key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":'
+        '{"protocolType":"consumer","generation":4,"protocol":"range","leader":"m-1",'
+        f'"currentStateTimestamp":{T0},"members":[{{"memberId":"m-1","groupInstanceId":null,'
+        '"clientId":"c","clientHost":"/127.0.0.1","rebalanceTimeout":300,"sessionTimeout":45,'
+        '"subscription":"AAE=","assignment":""}]}}',
+        '| key: {"type":"1","data":{"group":"g","topic":"t","partition":2}} payload: '
+        f'{{"version":"1","data":{{"offset":5,"metadata":"meta","commitTimestamp":{T0},'
+        f'"expireTimestamp":{T0 + 1}}}}}',
+        '| key: {"type":"1","data":{"group":"g","topic":"t","partition":3}} payload: <DELETE>',
+        "| key: Unknown record type 9 at offset 3, skipping.",
+        lines[7],
+        "| key: Failed to decode message at offset 5 using offset topic decoder "
+        "(message had a missing key)",
+    ]
+    assert lines[7].startswith("| key: Error at offset 4, skipping. ")

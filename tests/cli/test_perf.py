@@ -417,6 +417,16 @@ def test_consume_detailed_stats_latest_and_include(bootstrap: str) -> None:
     ).check()
     assert re.match(r"^\d\d:\d\d, \d\d:\d\d, ", included.lines[1]), included.lines
 
+    metrics = perf_consume(bootstrap, topic, "--messages", "100", "--print-metrics").check()
+    assert SUMMARY.match(metrics.lines[1]).group(5) == "100"  # type: ignore[union-attr]
+    assert "Metric Name" in metrics.out
+    assert re.search(
+        r"^consumer-fetch-manager-metrics:records-consumed-total:"
+        r"\{client-id=perf-consumer-client\} +: 100\.000$",
+        metrics.out,
+        re.MULTILINE,
+    )
+
 
 def test_consume_errors(bootstrap: str) -> None:
     assert odradek("perf", "consume", "--topic", "x").code == 2  # --messages is required
