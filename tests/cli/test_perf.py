@@ -434,6 +434,9 @@ def test_consume_errors(bootstrap: str) -> None:
         "exactly one of --topic or --include"
     )
     perf_consume(bootstrap, unique("absent"), "--messages", "1").check_error("does not exist")
+    perf_consume(bootstrap, "t", "--messages", "1", "--group", "").check_error(
+        "--group must not be empty"
+    )
     perf_consume(bootstrap, "t", "--messages", "1", "--reporting-interval", "0").check_error(
         "Reporting interval must be greater than 0."
     )

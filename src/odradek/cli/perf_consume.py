@@ -153,9 +153,7 @@ async def _topics(consumer: Consumer, topic: str | None, include: str | None) ->
     return names
 
 
-async def _assign(
-    consumer: Consumer, bootstrap: str, topics: list[str], group: str, from_latest: bool
-) -> None:
+async def _assign(consumer: Consumer, topics: list[str], group: str, from_latest: bool) -> None:
     """Assign every partition of ``topics`` and position each at the group's offset."""
     from odradek.client.group_admin import GroupAdmin
 
@@ -178,7 +176,7 @@ async def _assign(
             await consumer.seek_to_beginning(*reset)
 
 
-async def _commit(consumer: Consumer, bootstrap: str, group: str) -> None:
+async def _commit(consumer: Consumer, group: str) -> None:
     from odradek.client.errors import ClientError, KafkaError
     from odradek.client.group_admin import GroupAdmin
 
@@ -222,7 +220,7 @@ async def run_consumer_perf(
     try:
         await consumer.start()
         topics = await _topics(consumer, topic, include)
-        await _assign(consumer, bootstrap, topics, group, from_latest)
+        await _assign(consumer, topics, group, from_latest)
         join_ms = int(time.time() * 1000) - start_ms
         join_in_round = join_ms
         # Like Kafka, the first interval starts before the join, which it then leaves out.
@@ -262,7 +260,7 @@ async def run_consumer_perf(
                 "timeout.\n"
             )
         end_ms = int(time.time() * 1000)
-        await _commit(consumer, bootstrap, group)
+        await _commit(consumer, group)
     finally:
         await consumer.close()
     if not detailed:
@@ -434,6 +432,8 @@ def consume(
     check_bootstrap(bootstrap_server)
     if (topic is None) == (include is None):
         raise CliError("exactly one of --topic or --include is required")
+    if group is not None and not group.strip():
+        raise CliError("--group must not be empty")
     if reporting_interval <= 0:
         raise CliError("Reporting interval must be greater than 0.")
     formatter = java_date_format(date_format)
