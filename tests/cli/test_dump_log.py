@@ -307,3 +307,17 @@ def test_offsets_decoder_record_kinds(tmp_path: Path) -> None:
         "(message had a missing key)",
     ]
     assert lines[7].startswith("| key: Error at offset 4, skipping. ")
+
+
+def test_index_entries_past_an_empty_log(tmp_path: Path) -> None:
+    (tmp_path / f"{NAME}.log").write_bytes(b"")
+    index = OffsetIndex(tmp_path / f"{NAME}.index", BASE, 1 << 20)
+    index.append(BASE + 5, 4096)
+    index.close()
+    time_index = TimeIndex(tmp_path / f"{NAME}.timeindex", BASE, 1 << 20)
+    time_index.maybe_append(T0, BASE + 5)
+    time_index.close()
+    result = dump("--files", f"{tmp_path / NAME}.index,{tmp_path / NAME}.timeindex").check()
+    assert f"  Index offset: {BASE + 5}, log offset: -1" in result.stderr
+    assert "The following indexed offsets are not found in the log." in result.stderr
+    assert f"Indexed offset: {BASE + 5}, found log offset: -1" in result.stderr

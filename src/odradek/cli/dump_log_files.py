@@ -80,8 +80,9 @@ def dump_offset_index(path: Path, opts: Options, out: TextIO, findings: Findings
     if opts.index_sanity_only:
         _sanity(path, index, out)
         return
-    by_position = {pos: header for pos, header in _log_headers(path) or []}
-    check = bool(by_position)
+    log_headers = _log_headers(path)
+    check = log_headers is not None
+    by_position = dict(log_headers or [])
     name = str(path.absolute())
     for i, (relative, position) in enumerate(entries):
         offset = base + relative
@@ -108,14 +109,15 @@ def dump_time_index(path: Path, opts: Options, out: TextIO, findings: Findings) 
         _sanity(path, index, out)
         return
     entries, leftover = _entries(path, index)
-    headers = [h for _, h in _log_headers(path) or []]
+    log_headers = _log_headers(path)
+    headers = [h for _, h in log_headers or []]
     name = str(path.absolute())
     previous = -1
     for i, (timestamp, relative) in enumerate(entries):
         offset = base + relative
         if i > 0 and offset == base:
             break
-        if headers:
+        if log_headers is not None:
             batch = next((h for h in headers if h.last_offset >= offset), None)
             if batch is None:
                 findings.not_found.setdefault(name, []).append((offset, -1))
