@@ -1,0 +1,122 @@
+"""``odradek perf produce|consume``: Kafka's producer and consumer performance tools.
+
+The options and the output lines are those of ``kafka-producer-perf-test.sh``
+(:mod:`odradek.cli.perf_produce`) and ``kafka-consumer-perf-test.sh``
+(:mod:`odradek.cli.perf_consume`), so scripts that parse Kafka's lines parse these too. Both
+run on odradek's own client and work against any Kafka-compatible broker.
+
+When standard output is a terminal a live ``rich`` progress bar sits below the output lines;
+piped or redirected, the output is exactly Kafka's plain lines.
+
+This module holds what both share: the ``perf`` group, Java ``.properties`` files
+(``--producer.config`` / ``--consumer.config``) and the live display.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from odradek.cli.errors import CliError
+
+
+@click.group("perf", context_settings={"help_option_names": ["-h", "--help"]})
+def perf() -> None:
+    """Producer and consumer throughput/latency tests (Kafka's perf-test tools)."""
+
+
+def load_properties(path: str, option: str) -> dict[str, str]:
+    """A Java ``.properties`` file as a dict: ``key=value``, ``key: value`` or ``key value``
+    lines, ``#`` / ``!`` comments, a trailing backslash continues a line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{option}: cannot read {path}: {exc}") from None
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        cut = next((i for i, char in enumerate(entry) if char in "=: \t\f"), len(entry))
+        key = entry[:cut]
+        value = entry[cut:].lstrip(" \t\f")
+        if value[:1] in ("=", ":"):
+            value = value[1:].lstrip(" \t\f")
+        props[key] = value
+    return props
+
+
+def java_fixed(value: float, digits: int) -> str:
+    """Java's ``%.Nf``: like Python's, but infinities and NaN spelled Java's way."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return f"{value:.{digits}f}"
+
+
+def java_div(a: float, b: float) -> float:
+    """Java's double division: zero divisors give infinity or NaN, not an exception."""
+    if b:
+        return a / b
+    return float("nan") if a == 0 else float("inf")
+
+
+class LiveDisplay:
+    """A rich progress bar on a terminal; does nothing when stdout is piped."""
+
+    def __init__(self, description: str, total: int | None) -> None:
+        self.enabled = sys.stdout.isatty()
+        self._progress: Any = None
+        self._task: Any = None
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._progress = Progress(
+            TextColumn(f"[bold]{description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            transient=True,
+        )
+        self._task = self._progress.add_task(description, total=total, detail="")
+
+    def __enter__(self) -> LiveDisplay:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def print(self, line: str) -> None:
+        """One output line: above the live bar on a terminal, plain otherwise."""
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def update(self, completed: int, detail: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=completed, detail=detail)
+
+
+def register(cli: click.Group) -> None:
+    from odradek.cli import perf_consume, perf_produce
+
+    perf.add_command(perf_produce.produce)
+    perf.add_command(perf_consume.consume)
+    cli.add_command(perf)
