@@ -6,8 +6,6 @@ second one is refused with INVALID_TOPIC_EXCEPTION on every path that creates to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
