@@ -13,6 +13,7 @@ topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka m
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -362,6 +363,8 @@ class BrokerConfig:
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self._values: dict[str, Any] = {k.name: k.default for k in _KEYS}
         self.originals: dict[str, str] = {}
+        # Kafka broker keys given but not acted on here: name -> raw value.
+        self.unused: dict[str, str] = {}
         for name, raw in (props or {}).items():
             self.set(name, raw)
         self._check_listeners()
@@ -369,17 +372,37 @@ class BrokerConfig:
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
         props: dict[str, str] = {}
+        ignored: dict[str, str] = {}
         if path is not None:
             props.update(read_properties(path))
+            # Kafka's stock server.properties names a ZooKeeper; a file written for a lone
+            # Kafka broker should start this lone broker. An explicit --override is a
+            # deliberate request for a cluster and is still refused.
+            if props.get("zookeeper.connect"):
+                ignored["zookeeper.connect"] = props.pop("zookeeper.connect")
         props.update(parse_overrides(overrides or []))
-        return cls(props)
+        config = cls(props)
+        config.unused.update(ignored)
+        return config
 
     def set(self, name: str, raw: str) -> None:
         key = KEYS.get(name)
         if key is None:
-            raise ConfigError(f"unknown config key {name!r}")
+            self._set_unknown(name, raw)
+            return
         self._values[name] = parse_value(key, raw)
         self.originals[name] = raw
+
+    def _set_unknown(self, name: str, raw: str) -> None:
+        from odradek.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES
+
+        if name in KAFKA_BROKER_CONFIG_NAMES:
+            self.unused[name] = raw
+            return
+        known = sorted(KAFKA_BROKER_CONFIG_NAMES | KEYS.keys())
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown config key {name!r}{hint}")
 
     def get(self, name: str) -> Any:
         return self._values[name]

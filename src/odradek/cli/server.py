@@ -36,6 +36,7 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
         level=getattr(logging, log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    _warn_unused(config)
     from odradek.broker.server import run_server
 
     try:
@@ -45,3 +46,20 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         runner = asyncio.run
     runner(run_server(config))
+
+
+def _warn_unused(config: BrokerConfig) -> None:
+    """One WARN line naming the Kafka keys that were given but have no effect here, as
+    Kafka logs the configs it was supplied but did not use."""
+    log = logging.getLogger("odradek.broker.config")
+    if config.unused:
+        log.warning(
+            "These configurations '%s' were supplied but are not used by odradek.",
+            ", ".join(sorted(config.unused)),
+        )
+    if "zookeeper.connect" in config.unused:
+        log.warning(
+            "zookeeper.connect=%s is ignored: this broker runs alone (ZooKeeper clusters "
+            "are not supported yet).",
+            config.unused["zookeeper.connect"],
+        )

@@ -1,0 +1,67 @@
+"""Kafka's broker keys are accepted (and reported unused); misspelt keys are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.config import KEYS, BrokerConfig, ConfigError
+from odradek.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES
+
+
+def test_every_documented_kafka_key_is_accepted() -> None:
+    # A sample from each part of Kafka's broker config table, including keys with no
+    # meaning for a lone broker.
+    for name in ["process.roles", "controller.quorum.voters", "ssl.keystore.location",
+                 "sasl.enabled.mechanisms", "remote.log.storage.system.enable",
+                 "transaction.state.log.min.isr", "metric.reporters", "authorizer.class.name",
+                 "log.cleaner.dedupe.buffer.size", "zookeeper.connection.timeout.ms"]:  # fmt: skip
+        assert name in KAFKA_BROKER_CONFIG_NAMES
+        config = BrokerConfig({name: "x"})
+        assert config.unused == {name: "x"}
+    assert len(KAFKA_BROKER_CONFIG_NAMES) > 300
+
+
+def test_keys_odradek_acts_on_are_kafkas() -> None:
+    # cluster.id is Kafka's meta.properties field, not a server.properties key.
+    assert set(KEYS) - KAFKA_BROKER_CONFIG_NAMES == {"cluster.id"}
+
+
+def test_keys_odradek_acts_on_are_not_reported_unused() -> None:
+    config = BrokerConfig({"num.partitions": "3", "log.retention.hours": "1"})
+    assert config.unused == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [
+        ("log.retention.hour", "log.retention.hours"),
+        ("num.partition", "num.partitions"),
+        ("auto.create.topic.enable", "auto.create.topics.enable"),
+        ("log.dir.s", "log.dirs"),
+        ("controller.quorum.voter", "controller.quorum.voters"),
+    ],
+)
+def test_a_misspelt_key_is_refused_with_a_suggestion(name: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({name: "1"})
+    assert str(info.value) == f"unknown config key {name!r}; did you mean {suggestion!r}?"
+
+
+def test_a_key_like_nothing_gets_no_suggestion() -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({"qqqq.zzzz": "1"})
+    assert str(info.value) == "unknown config key 'qqqq.zzzz'"
+
+
+def test_zookeeper_connect_in_a_file_is_ignored_but_refused_as_an_override(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("zookeeper.connect=localhost:2181\n")
+    config = BrokerConfig.load(path)
+    assert config.unused == {"zookeeper.connect": "localhost:2181"}
+    assert config.zookeeper_connect == ""
+    with pytest.raises(ConfigError, match="ZooKeeper clusters are not supported yet"):
+        BrokerConfig.load(path, ["zookeeper.connect=localhost:2181"])
