@@ -1,11 +1,17 @@
 """``odradek consume TOPIC``: print records to standard output, one per line.
 
-Like kafka-console-consumer with an assigned (group-less) consumer: every partition of the
-topic, or only ``--partition P``, read from the end (default), from the beginning
+Like kafka-console-consumer. Without ``--group``, an assigned (group-less) consumer: every
+partition of the topic, or only ``--partition P``, read from the end (default), from the beginning
 (``--from-beginning``) or from ``--offset earliest|latest|N`` (N needs ``--partition``, as
 in Kafka). An offset past the end resets to the end; one before the log start resets to
 the start. It stops after ``--max-messages N`` records, after ``--timeout-ms T`` without a
 new record, or on Ctrl-C, and then prints ``Processed a total of N messages`` on stderr.
+
+With ``--group G`` it joins consumer group G as a real member (JoinGroup/SyncGroup with
+the ``range`` assignor, heartbeats; :mod:`odradek.client.group_member`), reads the
+partitions the group assigns it from the group's committed offsets (``--from-beginning``
+or ``--offset`` only say where to start without one, like ``auto.offset.reset``), commits
+what it printed every 5 seconds and when it stops, and leaves the group.
 
 The line format is Kafka's DefaultMessageFormatter (see :mod:`odradek.cli.output`): the
 value alone by default; ``--print-key``, ``--print-timestamp``, ``--print-headers``,
@@ -15,7 +21,9 @@ the kafka-console-consumer properties (``print.key=true``, ``key.separator=:``, 
 
 from __future__ import annotations
 
+import asyncio
 import select
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, BinaryIO
@@ -33,11 +41,17 @@ from odradek.cli.output import (
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
+    from odradek.client.group_member import GroupMember
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+CLIENT_ID = "odradek-console-consumer"
 MAX_OFFSET = 2**63 - 1  # offsets are int64 on the wire
 # Longest single poll: short enough that --timeout-ms and Ctrl-C are honoured promptly.
 POLL_SLICE_MS = 500
+# With --group, as Kafka's consumer defaults: enable.auto.commit with this interval.
+AUTO_COMMIT_INTERVAL_S = 5.0
+# How long the final commit and LeaveGroup may take before the consumer exits anyway.
+LEAVE_TIMEOUT_S = 10.0
 
 
 def parse_offset(text: str | None) -> str | int | None:
@@ -91,6 +105,78 @@ async def _partitions(consumer: Consumer, topic: str, only: int | None) -> list[
     return [only]
 
 
+async def _seek(consumer: Consumer, partitions: list[tuple[str, int]], start: str | int) -> None:
+    if not partitions:
+        return
+    if start == "earliest":
+        await consumer.seek_to_beginning(*partitions)
+    elif start == "latest":
+        await consumer.seek_to_end(*partitions)
+    else:
+        assert isinstance(start, int)
+        for tp in partitions:
+            consumer.seek(*tp, start)
+
+
+class _Membership:
+    """``--group``: keeps a :class:`GroupMember` in the group while records are read —
+    heartbeats, a commit of the consumed positions every few seconds and at the end, and a
+    new assignment after each rebalance. A partition starts at the group's committed offset,
+    or, without one, where ``--from-beginning``/``--offset`` say (auto.offset.reset)."""
+
+    def __init__(self, member: GroupMember, consumer: Consumer, start: str | int) -> None:
+        self.member = member
+        self.consumer = consumer
+        self.start = start
+        self.last_heartbeat = self.last_commit = time.monotonic()
+
+    async def join(self) -> None:
+        assigned = await self.member.join()
+        self.consumer.assign(assigned)
+        committed = await self.member.committed()
+        for tp, entry in committed.items():
+            self.consumer.seek(*tp, entry.offset)
+        await _seek(self.consumer, [tp for tp in assigned if tp not in committed], self.start)
+        self.last_heartbeat = time.monotonic()
+
+    async def tick(self) -> None:
+        now = time.monotonic()
+        if now - self.last_heartbeat >= self.member.heartbeat_interval_ms / 1000:
+            self.last_heartbeat = now
+            if not await self.member.heartbeat():
+                await self.commit(best_effort=True)  # what was read before the rebalance
+                await self.join()
+                return
+        if now - self.last_commit >= AUTO_COMMIT_INTERVAL_S:
+            await self.commit()
+
+    async def commit(self, *, best_effort: bool = False) -> None:
+        from odradek.client.errors import ClientError, KafkaError
+
+        self.last_commit = time.monotonic()
+        offsets = {}
+        for tp in self.member.assignment:
+            try:
+                offsets[tp] = self.consumer.position(*tp)
+            except (ClientError, ValueError):
+                continue  # nothing read there yet
+        try:
+            await self.member.commit(offsets)
+        except KafkaError:
+            if not best_effort:
+                raise
+
+    async def close(self) -> None:
+        """Commit what was read and leave; the caller's own error, if any, wins."""
+        from odradek.client.errors import ClientError, KafkaError
+
+        try:
+            await self.commit(best_effort=True)
+            await self.member.leave()
+        except (ClientError, KafkaError, OSError):
+            pass
+
+
 async def consume_records(
     bootstrap_server: str,
     topic: str,
@@ -102,12 +188,15 @@ async def consume_records(
     max_messages: int | None,
     timeout_ms: int | None,
     isolation_level: str,
+    group: str | None = None,
 ) -> int:
     """Print records of ``topic`` to ``out`` until a stop condition; return how many."""
     from odradek.client.fetcher import Consumer
+    from odradek.client.group_member import GroupMember
 
     consumer = Consumer(
         bootstrap_server,
+        client_id=CLIENT_ID,
         fetch_max_wait_ms=POLL_SLICE_MS,
         isolation_level=isolation_level,
         # Where an out-of-range position goes; kafka-console-consumer does the same.
@@ -115,22 +204,38 @@ async def consume_records(
     )
     count = 0
     consuming = False
+    # SIGTERM ends it as --max-messages does (Kafka's console consumer closes its consumer
+    # in a shutdown hook): the final commit and LeaveGroup happen, the summary is printed.
+    terminated = False
+    task = asyncio.current_task()
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    membership: _Membership | None = None
+    member: GroupMember | None = None
     try:
         await consumer.start()
         partitions = await _partitions(consumer, topic, partition)
-        assigned = [(topic, p) for p in partitions]
-        consumer.assign(assigned)
-        if start == "earliest":
-            await consumer.seek_to_beginning(*assigned)
-        elif start == "latest":
-            await consumer.seek_to_end(*assigned)
+        if group is None:
+            assigned = [(topic, p) for p in partitions]
+            consumer.assign(assigned)
+            await _seek(consumer, assigned, start)
         else:
-            assert isinstance(start, int)
-            for tp in assigned:
-                consumer.seek(*tp, start)
+            member = GroupMember(bootstrap_server, group, [topic], client_id=CLIENT_ID)
+            await member.start()
+            membership = _Membership(member, consumer, start)
+            await membership.join()
         consuming = True
         last_progress = time.monotonic()
         while max_messages is None or count < max_messages:
+            if membership is not None:
+                await membership.tick()
             wait_ms = POLL_SLICE_MS
             if timeout_ms is not None:
                 left_ms = timeout_ms - (time.monotonic() - last_progress) * 1000
@@ -138,7 +243,12 @@ async def consume_records(
                     break
                 wait_ms = max(1, min(wait_ms, int(left_ms)))
             wanted = None if max_messages is None else max_messages - count
-            records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
+            if not consumer.assignment():
+                # A member with no partitions (more members than partitions) just waits.
+                await asyncio.sleep(wait_ms / 1000)
+                records = []
+            else:
+                records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
             if not records:
                 if reader_gone(out):
                     break  # `consume ... | head`: nobody reads any more, so stop waiting
@@ -160,7 +270,18 @@ async def consume_records(
             )
             out.flush()
             count += len(records)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        if membership is not None:
+            try:
+                await asyncio.wait_for(membership.close(), LEAVE_TIMEOUT_S)
+            except TimeoutError:
+                pass  # the coordinator expires the member after its session timeout
+        if member is not None:
+            await member.close()
         await consumer.close()
         if consuming:
             # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console
@@ -180,6 +301,12 @@ async def consume_records(
     help="Where to start (default latest). N needs --partition.",
 )
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option(
+    "--group",
+    metavar="GROUP_ID",
+    help="Join this consumer group: read the partitions it assigns, from its committed "
+    "offsets, and commit what was read (every 5 s and at exit).",
+)
 @click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
     "--timeout-ms",
@@ -214,6 +341,7 @@ def consume(
     from_beginning: bool,
     offset_text: str | None,
     partition: int | None,
+    group: str | None,
     max_messages: int | None,
     timeout_ms: int | None,
     print_key: bool,
@@ -231,6 +359,14 @@ def consume(
         raise CliError("--from-beginning and --offset cannot be used together")
     if isinstance(offset, int) and partition is None:
         raise CliError("--offset N needs --partition (offsets are per partition)")
+    if group is not None:
+        if not group:
+            raise CliError("--group must not be empty")
+        if partition is not None:
+            raise CliError(
+                "--group and --partition cannot be used together: "
+                "a group member reads the partitions the group assigns it"
+            )
     start: str | int = (
         "earliest" if from_beginning else (offset if offset is not None else "latest")
     )
@@ -252,6 +388,7 @@ def consume(
             max_messages=max_messages,
             timeout_ms=timeout_ms,
             isolation_level=isolation_level,
+            group=group,
         )
     )
 
