@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 import click
 
 from odradek.broker.config import BrokerConfig
+from odradek.cli.errors import CliError
 
 
 @click.command()
@@ -32,6 +34,7 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
     CONFIG_FILE is a server.properties file with Kafka's key names.
     """
     config = BrokerConfig.load(config_file, list(overrides))
+    _check_data_dir(config.data_dir)
     logging.basicConfig(
         level=getattr(logging, log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -63,3 +66,15 @@ def _warn_unused(config: BrokerConfig) -> None:
             "are not supported yet).",
             config.unused["zookeeper.connect"],
         )
+
+
+def _check_data_dir(path: Path) -> None:
+    """A data directory that cannot be used is a one-line error before anything starts."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"log.dirs: {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise CliError(f"log.dirs: cannot create {path}: {exc.strerror}") from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise CliError(f"log.dirs: {path} is not writable by this user")
