@@ -64,3 +64,14 @@ def test_auto_creation_refuses_a_colliding_name(admin: AdminClient, broker: Brok
         raw.sock.close()
     assert response.topics[0].error_code == ErrorCode.invalid_topic_exception  # type: ignore[attr-defined]
     assert sorted(admin.list_topics(timeout=10).topics) == ["auto.topic"]
+
+
+def test_the_cli_warns_like_kafka_topics_and_reports_the_collision(broker: BrokerProcess) -> None:
+    from tests.cli.helpers import odradek
+
+    first = odradek("topics", "create", "m.n", "-b", broker.bootstrap).check()
+    assert "topics with a period ('.') or underscore ('_') could collide" in first.stderr
+    assert odradek("topics", "create", "plain", "-b", broker.bootstrap).check().stderr == ""
+    odradek("topics", "create", "m_n", "-b", broker.bootstrap).check_error(
+        "INVALID_TOPIC_EXCEPTION", "Topic 'm_n' collides with existing topic: m.n"
+    )
