@@ -101,3 +101,52 @@ def test_members_share_partitions_by_range_and_are_described(bootstrap: str) -> 
 )
 def test_group_usage_errors(bootstrap: str, args: list[str], fragment: str) -> None:
     odradek("consume", "t", "-b", bootstrap, *args).check_error(fragment)
+
+
+def test_shares_the_group_with_a_kafka_consumer(bootstrap: str) -> None:
+    """A confluent-kafka consumer joins mid-way: odradek's member rejoins on the rebalance,
+    each gets one partition, and every record is printed by exactly one of them."""
+    topic, group = unique("grp"), unique("mixed")
+    create(bootstrap, topic, partitions=2)
+    cmd = [sys.executable, "-m", "odradek", "consume", topic, "-b", bootstrap,
+           "--group", group, "--timeout-ms", "60000"]  # fmt: skip
+    ours = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    theirs = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "auto.offset.reset": "earliest", "session.timeout.ms": 10000})  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    received: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(admin.describe_consumer_groups([group])[group].result(15).members) != 1:
+            assert time.monotonic() < deadline, "odradek consume never joined"
+            time.sleep(0.3)
+        theirs.subscribe([topic])
+        while True:
+            message = theirs.poll(0.3)
+            assert message is None or message.error() is None
+            owned = [
+                sorted(tp.partition for tp in m.assignment.topic_partitions)
+                for m in admin.describe_consumer_groups([group])[group].result(15).members
+            ]
+            if sorted(owned) == [[0], [1]] and theirs.assignment():
+                break
+            assert time.monotonic() < deadline, f"no shared assignment: {owned}"
+        values = [f"v{i}" for i in range(40)]
+        produce(bootstrap, topic, "".join(f"k{i}:{v}\n" for i, v in enumerate(values)).encode(),
+                "--key-separator", ":").check()  # fmt: skip
+        deadline = time.monotonic() + 30
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            message = theirs.poll(0.3)
+            if message is not None and message.error() is None:
+                received.append(message.value().decode())
+                quiet_since = time.monotonic()
+            elif received and time.monotonic() - quiet_since > 3:
+                break  # their partition is drained
+    finally:
+        theirs.close()
+        ours.send_signal(signal.SIGTERM)
+        out, err = ours.communicate(timeout=30)
+    printed = out.decode().splitlines()
+    assert received and printed, err.decode()
+    assert sorted(received + printed) == sorted(values)  # each record once, none lost

@@ -147,11 +147,15 @@ class _Membership:
                 await self.commit(best_effort=True)  # what was read before the rebalance
                 await self.join()
                 return
-        if now - self.last_commit >= AUTO_COMMIT_INTERVAL_S:
-            await self.commit()
+        if now - self.last_commit >= AUTO_COMMIT_INTERVAL_S and not await self.commit():
+            await self.join()  # a rebalance began since the last heartbeat
 
-    async def commit(self, *, best_effort: bool = False) -> None:
+    async def commit(self, *, best_effort: bool = False) -> bool:
+        """Commit the positions of this member's partitions; False when the group has moved
+        on to a new generation (the caller rejoins; the next owner starts at the last
+        successful commit, as with Kafka's consumer)."""
         from odradek.client.errors import ClientError, KafkaError
+        from odradek.client.group_member import REJOIN_ERRORS
 
         self.last_commit = time.monotonic()
         offsets = {}
@@ -162,9 +166,11 @@ class _Membership:
                 continue  # nothing read there yet
         try:
             await self.member.commit(offsets)
-        except KafkaError:
-            if not best_effort:
-                raise
+        except KafkaError as exc:
+            if best_effort or exc.code in REJOIN_ERRORS:
+                return False
+            raise
+        return True
 
     async def close(self) -> None:
         """Commit what was read and leave; the caller's own error, if any, wins."""

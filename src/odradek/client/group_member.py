@@ -41,7 +41,13 @@ from odradek.client.group_admin import (
     decode_consumer_assignment,
 )
 
-__all__ = ["GroupMember", "decode_subscription", "encode_assignment", "range_assign"]
+__all__ = [
+    "REJOIN_ERRORS",
+    "GroupMember",
+    "decode_subscription",
+    "encode_assignment",
+    "range_assign",
+]
 
 TopicPartition = tuple[str, int]
 
@@ -55,7 +61,7 @@ ASSIGNOR = "range"
 
 _MAX_VERSIONS = {OFFSET_COMMIT: 8, JOIN_GROUP: 7, HEARTBEAT: 4, LEAVE_GROUP: 4, SYNC_GROUP: 5}
 # Answers after which the member must join again; the last two also forget its identity.
-_REJOIN = frozenset(
+REJOIN_ERRORS = frozenset(
     {ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation, ErrorCode.unknown_member_id}
 )
 _MAX_JOIN_ROUNDS = 10
@@ -185,7 +191,7 @@ class GroupMember(GroupAdmin):
             assignments = await self._assign(joined) if joined.leader == self.member_id else {}
             synced = await self._call(SYNC_GROUP, lambda v, a=assignments: self._sync_request(v, a))
             code = int(synced.error_code)
-            if code in _REJOIN:
+            if code in REJOIN_ERRORS:
                 if code != ErrorCode.rebalance_in_progress:
                     self.member_id = ""
                 continue
@@ -253,7 +259,7 @@ class GroupMember(GroupAdmin):
             ),
         )
         code = int(response.error_code)
-        if code in _REJOIN:
+        if code in REJOIN_ERRORS:
             if code != ErrorCode.rebalance_in_progress:
                 self.member_id = ""
             return False
