@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.config import KEYS, BrokerConfig, ConfigError
-from odradek.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES
+from odradek.broker.kafka_config_names import ACCEPTED_WITHOUT_EFFECT, KAFKA_BROKER_CONFIG_NAMES
 
 
 def test_every_documented_kafka_key_is_accepted() -> None:
@@ -65,3 +65,21 @@ def test_zookeeper_connect_in_a_file_is_ignored_but_refused_as_an_override(
     assert config.zookeeper_connect == ""
     with pytest.raises(ConfigError, match="ZooKeeper clusters are not supported yet"):
         BrokerConfig.load(path, ["zookeeper.connect=localhost:2181"])
+
+
+def test_keys_without_effect_are_reported_unused_too() -> None:
+    config = BrokerConfig({"num.network.threads": "3", "num.io.threads": "4"})
+    assert config.unused == {"num.network.threads": "3"}
+    assert config.get("num.network.threads") == 3  # still parsed and validated
+    with pytest.raises(ConfigError, match="expected int"):
+        BrokerConfig({"num.network.threads": "many"})
+
+
+def test_keys_without_effect_really_are_read_nowhere() -> None:
+    # If the broker starts acting on one of these, it must leave ACCEPTED_WITHOUT_EFFECT.
+    src = Path(__file__).resolve().parents[2] / "src" / "odradek"
+    skip = {src / "broker" / "config.py", src / "broker" / "kafka_config_names.py"}
+    sources = [p.read_text() for p in src.rglob("*.py") if p not in skip]
+    for name in ACCEPTED_WITHOUT_EFFECT:
+        assert name in KEYS
+        assert not any(f'"{name}"' in text for text in sources), name

@@ -66,8 +66,9 @@ def _warnings(log: str) -> list[str]:
     [
         (
             "kafka-server.properties",
-            ["num.recovery.threads.per.data.dir", "socket.receive.buffer.bytes",
-             "socket.send.buffer.bytes", "transaction.state.log.min.isr",
+            ["num.network.threads", "num.recovery.threads.per.data.dir",
+             "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+             "transaction.state.log.min.isr",
              "transaction.state.log.replication.factor", "zookeeper.connect",
              "zookeeper.connection.timeout.ms"],
         ),
@@ -75,7 +76,7 @@ def _warnings(log: str) -> list[str]:
             "kafka-kraft-server.properties",
             ["controller.listener.names", "controller.quorum.voters",
              "inter.broker.listener.name", "listener.security.protocol.map",
-             "num.recovery.threads.per.data.dir", "process.roles",
+             "num.network.threads", "num.recovery.threads.per.data.dir", "process.roles",
              "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
              "transaction.state.log.min.isr", "transaction.state.log.replication.factor"],
         ),

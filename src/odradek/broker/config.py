@@ -392,6 +392,13 @@ class BrokerConfig:
             return
         self._values[name] = parse_value(key, raw)
         self.originals[name] = raw
+        self._note_unused(name, raw)
+
+    def _note_unused(self, name: str, raw: str) -> None:
+        from odradek.broker.kafka_config_names import ACCEPTED_WITHOUT_EFFECT
+
+        if name in ACCEPTED_WITHOUT_EFFECT:
+            self.unused[name] = raw
 
     def _set_unknown(self, name: str, raw: str) -> None:
         from odradek.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES

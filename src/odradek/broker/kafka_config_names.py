@@ -330,3 +330,17 @@ KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(
         "zookeeper.ssl.truststore.type",
     }
 )
+
+# Keys odradek parses and validates (see odradek.broker.config) but does not act on yet;
+# like the rest of Kafka's keys they are named in the start-up warning when set.
+ACCEPTED_WITHOUT_EFFECT: frozenset[str] = frozenset(
+    {
+        "controlled.shutdown.enable",
+        "fetch.max.bytes",
+        "num.network.threads",
+        "replica.lag.time.max.ms",
+        "transaction.state.log.num.partitions",
+        "transactional.id.expiration.ms",
+        "zookeeper.session.timeout.ms",
+    }
+)
