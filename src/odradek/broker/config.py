@@ -2,9 +2,11 @@
 
 Sources, later ones winning: built-in defaults, a ``server.properties``-style file
 (``key=value`` lines, ``#`` and ``!`` comments, as Java's Properties reads them), and
-``--override key=value`` pairs from the command line. Unknown keys and bad values raise
-:class:`ConfigError` with a one-line message naming the key, so the CLI can print it
-without a traceback.
+``--override key=value`` pairs from the command line. Bad values raise :class:`ConfigError`
+with a one-line message naming the key, so the CLI can print it without a traceback. Every
+broker key Kafka documents (:mod:`odradek.broker.kafka_config_names`) is accepted; the ones
+with no effect here are collected in :attr:`BrokerConfig.unused` for a start-up warning.
+Any other key is refused, with a did-you-mean suggestion.
 
 The broker-wide ``log.*`` keys are the defaults for every topic; they map onto the
 topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka maps them
@@ -19,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from odradek.broker.kafka_config_names import ACCEPTED_WITHOUT_EFFECT, KAFKA_BROKER_CONFIG_NAMES
 
 LONG_MAX = 2**63 - 1
 
@@ -395,14 +399,10 @@ class BrokerConfig:
         self._note_unused(name, raw)
 
     def _note_unused(self, name: str, raw: str) -> None:
-        from odradek.broker.kafka_config_names import ACCEPTED_WITHOUT_EFFECT
-
         if name in ACCEPTED_WITHOUT_EFFECT:
             self.unused[name] = raw
 
     def _set_unknown(self, name: str, raw: str) -> None:
-        from odradek.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES
-
         if name in KAFKA_BROKER_CONFIG_NAMES:
             self.unused[name] = raw
             return
