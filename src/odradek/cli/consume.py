@@ -26,16 +26,21 @@ import select
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from odradek.cli.consume_group import Membership, seek_to_start
 from odradek.cli.errors import CliError
 from odradek.cli.output import (
+    NoOpFormatter,
     RecordFormatter,
     bootstrap_option,
     check_bootstrap,
+    formatter_class,
     parse_key_values,
+    read_formatter_config,
     run,
 )
 
@@ -48,10 +53,6 @@ CLIENT_ID = "odradek-console-consumer"
 MAX_OFFSET = 2**63 - 1  # offsets are int64 on the wire
 # Longest single poll: short enough that --timeout-ms and Ctrl-C are honoured promptly.
 POLL_SLICE_MS = 500
-# With --group, as Kafka's consumer defaults: enable.auto.commit with this interval.
-AUTO_COMMIT_INTERVAL_S = 5.0
-# How long the final commit and LeaveGroup may take before the consumer exits anyway.
-LEAVE_TIMEOUT_S = 10.0
 
 
 def parse_offset(text: str | None) -> str | int | None:
@@ -105,90 +106,12 @@ async def _partitions(consumer: Consumer, topic: str, only: int | None) -> list[
     return [only]
 
 
-async def _seek(consumer: Consumer, partitions: list[tuple[str, int]], start: str | int) -> None:
-    if not partitions:
-        return
-    if start == "earliest":
-        await consumer.seek_to_beginning(*partitions)
-    elif start == "latest":
-        await consumer.seek_to_end(*partitions)
-    else:
-        assert isinstance(start, int)
-        for tp in partitions:
-            consumer.seek(*tp, start)
-
-
-class _Membership:
-    """``--group``: keeps a :class:`GroupMember` in the group while records are read —
-    heartbeats, a commit of the consumed positions every few seconds and at the end, and a
-    new assignment after each rebalance. A partition starts at the group's committed offset,
-    or, without one, where ``--from-beginning``/``--offset`` say (auto.offset.reset)."""
-
-    def __init__(self, member: GroupMember, consumer: Consumer, start: str | int) -> None:
-        self.member = member
-        self.consumer = consumer
-        self.start = start
-        self.last_heartbeat = self.last_commit = time.monotonic()
-
-    async def join(self) -> None:
-        assigned = await self.member.join()
-        self.consumer.assign(assigned)
-        committed = await self.member.committed()
-        for tp, entry in committed.items():
-            self.consumer.seek(*tp, entry.offset)
-        await _seek(self.consumer, [tp for tp in assigned if tp not in committed], self.start)
-        self.last_heartbeat = time.monotonic()
-
-    async def tick(self) -> None:
-        now = time.monotonic()
-        if now - self.last_heartbeat >= self.member.heartbeat_interval_ms / 1000:
-            self.last_heartbeat = now
-            if not await self.member.heartbeat():
-                await self.commit(best_effort=True)  # what was read before the rebalance
-                await self.join()
-                return
-        if now - self.last_commit >= AUTO_COMMIT_INTERVAL_S and not await self.commit():
-            await self.join()  # a rebalance began since the last heartbeat
-
-    async def commit(self, *, best_effort: bool = False) -> bool:
-        """Commit the positions of this member's partitions; False when the group has moved
-        on to a new generation (the caller rejoins; the next owner starts at the last
-        successful commit, as with Kafka's consumer)."""
-        from odradek.client.errors import ClientError, KafkaError
-        from odradek.client.group_member import REJOIN_ERRORS
-
-        self.last_commit = time.monotonic()
-        offsets = {}
-        for tp in self.member.assignment:
-            try:
-                offsets[tp] = self.consumer.position(*tp)
-            except (ClientError, ValueError):
-                continue  # nothing read there yet
-        try:
-            await self.member.commit(offsets)
-        except KafkaError as exc:
-            if best_effort or exc.code in REJOIN_ERRORS:
-                return False
-            raise
-        return True
-
-    async def close(self) -> None:
-        """Commit what was read and leave; the caller's own error, if any, wins."""
-        from odradek.client.errors import ClientError, KafkaError
-
-        try:
-            await self.commit(best_effort=True)
-            await self.member.leave()
-        except (ClientError, KafkaError, OSError):
-            pass
-
-
 async def consume_records(
     bootstrap_server: str,
     topic: str,
     out: BinaryIO,
     *,
-    formatter: RecordFormatter,
+    formatter: RecordFormatter | NoOpFormatter,
     partition: int | None,
     start: str | int,
     max_messages: int | None,
@@ -223,7 +146,7 @@ async def consume_records(
 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    membership: _Membership | None = None
+    membership: Membership | None = None
     member: GroupMember | None = None
     try:
         await consumer.start()
@@ -231,11 +154,11 @@ async def consume_records(
         if group is None:
             assigned = [(topic, p) for p in partitions]
             consumer.assign(assigned)
-            await _seek(consumer, assigned, start)
+            await seek_to_start(consumer, assigned, start)
         else:
             member = GroupMember(bootstrap_server, group, [topic], client_id=CLIENT_ID)
             await member.start()
-            membership = _Membership(member, consumer, start)
+            membership = Membership(member, consumer, start)
             await membership.join()
         consuming = True
         last_progress = time.monotonic()
@@ -283,7 +206,7 @@ async def consume_records(
         loop.remove_signal_handler(signal.SIGTERM)
         if membership is not None:
             try:
-                await asyncio.wait_for(membership.close(), LEAVE_TIMEOUT_S)
+                await asyncio.wait_for(membership.close(), Membership.LEAVE_TIMEOUT_S)
             except TimeoutError:
                 pass  # the coordinator expires the member after its session timeout
         if member is not None:
@@ -336,6 +259,18 @@ async def consume_records(
     help="kafka-console-consumer formatter property (print.key, key.separator, ...).",
 )
 @click.option(
+    "--formatter",
+    "formatter_name",
+    metavar="CLASS",
+    help="kafka-console-consumer's --formatter: DefaultMessageFormatter (the default) or "
+    "NoOpMessageFormatter (print nothing, count only), by short or Kafka class name.",
+)
+@click.option(
+    "--formatter-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A properties file of formatter properties; --property settings override it.",
+)
+@click.option(
     "--isolation-level",
     type=click.Choice(["read_uncommitted", "read_committed"]),
     default="read_uncommitted",
@@ -356,6 +291,8 @@ def consume(
     print_partition: bool,
     print_offset: bool,
     properties: tuple[str, ...],
+    formatter_name: str | None,
+    formatter_config: Path | None,
     isolation_level: str,
 ) -> None:
     """Print records of TOPIC, one per line."""
@@ -376,13 +313,17 @@ def consume(
     start: str | int = (
         "earliest" if from_beginning else (offset if offset is not None else "latest")
     )
-    formatter = RecordFormatter(
+    settings = read_formatter_config(formatter_config)
+    settings.update(parse_key_values(properties, "--property"))
+    formatter: RecordFormatter | NoOpFormatter = RecordFormatter(
         print_timestamp=print_timestamp,
         print_partition=print_partition,
         print_offset=print_offset,
         print_headers=print_headers,
         print_key=print_key,
-    ).with_properties(parse_key_values(properties, "--property"))
+    ).with_properties(settings)
+    if formatter_class(formatter_name) == "NoOpMessageFormatter":
+        formatter = NoOpFormatter()
     run(
         consume_records(
             bootstrap_server,
