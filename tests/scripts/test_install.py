@@ -73,3 +73,54 @@ def test_sourcing_runs_nothing(tmp_path: Path) -> None:
     path = _fake_java(tmp_path, None)
     assert _run("true", path) == ""
     assert _run("type -t main", path) == "function"
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!{BASH}\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("java", "installs_jre", "code"), [("17.0.2", False, 0), ("11.0.2", True, 1)]
+)
+def test_main_installs_what_is_missing(
+    tmp_path: Path, java: str, installs_jre: bool, code: int
+) -> None:
+    """The whole script, in a copy of the repository layout, with apt, dpkg and python
+    replaced by stubs that log their arguments."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, repo / "scripts" / "install.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    for tool in ("grep", "dirname", "id", "mkdir", "cat"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    _stub(bin_dir, "java", f"echo 'openjdk version \"{java}\" 2024-01-16' >&2")
+    _stub(bin_dir, "dpkg-query", "exit 1")  # nothing installed
+    _stub(bin_dir, "sudo", '"$@"')  # when the tests do not run as root
+    _stub(bin_dir, "apt-get", f'echo "apt-get $*" >> "{log}"')
+    venv_python = f'#!{BASH}\\necho "venv-python $*" >> "{log}"'
+    _stub(bin_dir, "fake-python", f'echo "python $*" >> "{log}"\n'
+          f'mkdir -p .venv/bin && printf \'{venv_python}\\n\' > .venv/bin/python '
+          "&& chmod +x .venv/bin/python")  # fmt: skip
+    (bin_dir / "chmod").symlink_to(shutil.which("chmod") or "/bin/chmod")
+    result = subprocess.run(
+        [BASH, str(repo / "scripts" / "install.sh")],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": str(bin_dir), "PYTHON": "fake-python"},
+    )  # fmt: skip
+    assert result.returncode == code, result.stderr
+    calls = log.read_text().splitlines()
+    installs = [c for c in calls if c.startswith("apt-get") and " install " in c]
+    assert len(installs) == 1 and "python3-venv" in installs[0]
+    assert ("default-jre-headless" in installs[0]) == installs_jre
+    if code == 0:
+        assert f"Java {java.split('.')[0]}" in result.stdout
+        assert any(c.startswith("venv-python -m pip install") for c in calls)
+    else:
+        assert "Spark needs Java 17 or later on PATH; found Java 11" in result.stderr
+        assert not any(c.startswith("venv-python") for c in calls)
