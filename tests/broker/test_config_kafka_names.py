@@ -83,3 +83,31 @@ def test_keys_without_effect_really_are_read_nowhere() -> None:
     for name in ACCEPTED_WITHOUT_EFFECT:
         assert name in KEYS
         assert not any(f'"{name}"' in text for text in sources), name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "listener.name.internal.ssl.keystore.location",
+        "listener.name.client.scram-sha-256.sasl.jaas.config",
+        "listener.name.controller.sasl.enabled.mechanisms",
+        "super.users",
+        "config.providers",
+        "config.providers.file.class",
+    ],
+)
+def test_keys_kafka_reads_outside_its_table_are_accepted(name: str) -> None:
+    assert BrokerConfig({name: "x"}).unused == {name: "x"}
+
+
+@pytest.mark.parametrize(
+    "name", ["listener.name.internal.no.such.key", "listener.name.x", "super.userz"]
+)
+def test_listener_scoped_nonsense_is_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match="unknown config key"):
+        BrokerConfig({name: "x"})
+
+
+def test_plugin_keys_are_suggested_too() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'super.users'"):
+        BrokerConfig({"super.user": "User:admin"})

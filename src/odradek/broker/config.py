@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.broker.kafka_config_names import ACCEPTED_WITHOUT_EFFECT, KAFKA_BROKER_CONFIG_NAMES
+from odradek.broker.kafka_config_names import (
+    ACCEPTED_WITHOUT_EFFECT,
+    KAFKA_BROKER_CONFIG_NAMES,
+    PLUGIN_KEYS,
+    is_kafka_broker_key,
+)
 
 LONG_MAX = 2**63 - 1
 
@@ -403,10 +408,10 @@ class BrokerConfig:
             self.unused[name] = raw
 
     def _set_unknown(self, name: str, raw: str) -> None:
-        if name in KAFKA_BROKER_CONFIG_NAMES:
+        if is_kafka_broker_key(name):
             self.unused[name] = raw
             return
-        known = sorted(KAFKA_BROKER_CONFIG_NAMES | KEYS.keys())
+        known = sorted(KAFKA_BROKER_CONFIG_NAMES | PLUGIN_KEYS | KEYS.keys())
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"unknown config key {name!r}{hint}")

@@ -344,3 +344,24 @@ ACCEPTED_WITHOUT_EFFECT: frozenset[str] = frozenset(
         "zookeeper.session.timeout.ms",
     }
 )
+
+# Keys a Kafka broker reads outside its ConfigDef: the authorizer's (AclAuthorizer and
+# StandardAuthorizer) and AbstractConfig's config providers.
+PLUGIN_KEYS: frozenset[str] = frozenset(
+    {"super.users", "allow.everyone.if.no.acl.found", "config.providers"}
+)
+
+
+def is_kafka_broker_key(name: str) -> bool:
+    """Whether a Kafka 3.9 broker accepts ``name``: a documented key, a plug-in key, or a
+    listener-scoped one (``listener.name.<listener>.<key>``, where SASL keys may carry a
+    mechanism too: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``)."""
+    if name in KAFKA_BROKER_CONFIG_NAMES or name in PLUGIN_KEYS:
+        return True
+    if name.startswith("config.providers."):
+        return True
+    if name.startswith("listener.name."):
+        parts = name.split(".")[3:]  # drop "listener", "name" and the listener's name
+        suffixes = {".".join(parts[i:]) for i in range(min(2, len(parts)))}
+        return any(s in KAFKA_BROKER_CONFIG_NAMES for s in suffixes)
+    return False
