@@ -109,5 +109,5 @@ def test_listener_scoped_nonsense_is_refused(name: str) -> None:
 
 
 def test_plugin_keys_are_suggested_too() -> None:
-    with pytest.raises(ConfigError, match="did you mean 'super.users'"):
+    with pytest.raises(ConfigError, match=r"did you mean 'super\.users'"):
         BrokerConfig({"super.user": "User:admin"})
