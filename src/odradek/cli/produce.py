@@ -71,10 +71,14 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
                 chunk: bytes | BaseException = read(READ_CHUNK)
             except BaseException as exc:  # handed to the loop, which re-raises it
                 chunk = exc
+            put = chunks.put(chunk)
             try:
-                asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
+                asyncio.run_coroutine_threadsafe(put, loop).result()
             except (RuntimeError, concurrent.futures.CancelledError):
-                return  # the loop is gone: nobody wants more input
+                # The loop is gone (input stopped at a bad line, or the end): nobody wants
+                # more. Close the coroutine it never ran, or Python warns at exit.
+                put.close()
+                return
             if not isinstance(chunk, bytes) or not chunk:
                 return
 
