@@ -2,9 +2,11 @@
 
 Sources, later ones winning: built-in defaults, a ``server.properties``-style file
 (``key=value`` lines, ``#`` and ``!`` comments, as Java's Properties reads them), and
-``--override key=value`` pairs from the command line. Unknown keys and bad values raise
-:class:`ConfigError` with a one-line message naming the key, so the CLI can print it
-without a traceback.
+``--override key=value`` pairs from the command line. Bad values raise :class:`ConfigError`
+with a one-line message naming the key, so the CLI can print it without a traceback. Every
+broker key Kafka documents (:mod:`odradek.broker.kafka_config_names`) is accepted; the ones
+with no effect here are collected in :attr:`BrokerConfig.unused` for a start-up warning.
+Any other key is refused, with a did-you-mean suggestion.
 
 The broker-wide ``log.*`` keys are the defaults for every topic; they map onto the
 topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka maps them
@@ -13,11 +15,19 @@ topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka m
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from odradek.broker.kafka_config_names import (
+    ACCEPTED_WITHOUT_EFFECT,
+    KAFKA_BROKER_CONFIG_NAMES,
+    PLUGIN_KEYS,
+    is_kafka_broker_key,
+)
 
 LONG_MAX = 2**63 - 1
 
@@ -362,6 +372,8 @@ class BrokerConfig:
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self._values: dict[str, Any] = {k.name: k.default for k in _KEYS}
         self.originals: dict[str, str] = {}
+        # Kafka broker keys given but not acted on here: name -> raw value.
+        self.unused: dict[str, str] = {}
         for name, raw in (props or {}).items():
             self.set(name, raw)
         self._check_listeners()
@@ -369,17 +381,40 @@ class BrokerConfig:
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
         props: dict[str, str] = {}
+        ignored: dict[str, str] = {}
         if path is not None:
             props.update(read_properties(path))
+            # Kafka's stock server.properties names a ZooKeeper; a file written for a lone
+            # Kafka broker should start this lone broker. An explicit --override is a
+            # deliberate request for a cluster and is still refused.
+            if props.get("zookeeper.connect"):
+                ignored["zookeeper.connect"] = props.pop("zookeeper.connect")
         props.update(parse_overrides(overrides or []))
-        return cls(props)
+        config = cls(props)
+        config.unused.update(ignored)
+        return config
 
     def set(self, name: str, raw: str) -> None:
         key = KEYS.get(name)
         if key is None:
-            raise ConfigError(f"unknown config key {name!r}")
+            self._set_unknown(name, raw)
+            return
         self._values[name] = parse_value(key, raw)
         self.originals[name] = raw
+        self._note_unused(name, raw)
+
+    def _note_unused(self, name: str, raw: str) -> None:
+        if name in ACCEPTED_WITHOUT_EFFECT:
+            self.unused[name] = raw
+
+    def _set_unknown(self, name: str, raw: str) -> None:
+        if is_kafka_broker_key(name):
+            self.unused[name] = raw
+            return
+        known = sorted(KAFKA_BROKER_CONFIG_NAMES | PLUGIN_KEYS | KEYS.keys())
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown config key {name!r}{hint}")
 
     def get(self, name: str) -> Any:
         return self._values[name]

@@ -58,6 +58,10 @@ def broker_log_defaults(config: BrokerConfig, dynamic: Mapping[str, str]) -> Log
         raise MetadataError("INVALID_CONFIG", f"broker log defaults: {exc}") from None
 
 
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
 class TopicManager:
     def __init__(
         self, config: BrokerConfig, metadata: MetadataStore, replica_manager: ReplicaManager
@@ -134,6 +138,7 @@ class TopicManager:
         if validate_only:
             self._validate_create(name, num_partitions, replication_factor)
             return None
+        self._check_collision(name)
         topic = self.metadata.create_topic(name, num_partitions, replication_factor, overrides)
         self._host(topic)
         log.info("created topic %s with %d partitions", name, num_partitions)
@@ -155,6 +160,7 @@ class TopicManager:
         validate_topic_name(name)
         if name in self.metadata.topics():
             raise MetadataError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        self._check_collision(name)
         if num_partitions < 1:
             raise MetadataError("INVALID_PARTITIONS", "number of partitions must be at least 1")
         brokers = len(self.metadata.brokers())
@@ -162,6 +168,20 @@ class TopicManager:
             raise MetadataError(
                 "INVALID_REPLICATION_FACTOR",
                 f"replication factor {replication_factor} must be between 1 and {brokers}",
+            )
+
+    def _check_collision(self, name: str) -> None:
+        """Refuse ``a.b`` next to ``a_b`` (Kafka's Topic.hasCollision): metric names turn
+        '.' into '_', so the two topics' metrics would be indistinguishable."""
+        existing = self.metadata.topics()
+        if name in existing:
+            return  # the store reports TOPIC_ALREADY_EXISTS, as Kafka checks that first
+        normalized = _collision_key(name)
+        colliding = sorted(other for other in existing if _collision_key(other) == normalized)
+        if colliding:
+            raise MetadataError(
+                "INVALID_TOPIC_EXCEPTION",
+                f"Topic '{name}' collides with existing topic: {colliding[0]}",
             )
 
     def delete_topic(self, name: str) -> None:

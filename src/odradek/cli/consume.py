@@ -1,11 +1,17 @@
 """``odradek consume TOPIC``: print records to standard output, one per line.
 
-Like kafka-console-consumer with an assigned (group-less) consumer: every partition of the
-topic, or only ``--partition P``, read from the end (default), from the beginning
+Like kafka-console-consumer. Without ``--group``, an assigned (group-less) consumer: every
+partition of the topic, or only ``--partition P``, read from the end (default), from the beginning
 (``--from-beginning``) or from ``--offset earliest|latest|N`` (N needs ``--partition``, as
 in Kafka). An offset past the end resets to the end; one before the log start resets to
 the start. It stops after ``--max-messages N`` records, after ``--timeout-ms T`` without a
 new record, or on Ctrl-C, and then prints ``Processed a total of N messages`` on stderr.
+
+With ``--group G`` it joins consumer group G as a real member (JoinGroup/SyncGroup with
+the ``range`` assignor, heartbeats; :mod:`odradek.client.group_member`), reads the
+partitions the group assigns it from the group's committed offsets (``--from-beginning``
+or ``--offset`` only say where to start without one, like ``auto.offset.reset``), commits
+what it printed every 5 seconds and when it stops, and leaves the group.
 
 The line format is Kafka's DefaultMessageFormatter (see :mod:`odradek.cli.output`): the
 value alone by default; ``--print-key``, ``--print-timestamp``, ``--print-headers``,
@@ -15,26 +21,35 @@ the kafka-console-consumer properties (``print.key=true``, ``key.separator=:``, 
 
 from __future__ import annotations
 
+import asyncio
 import select
+import signal
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from odradek.cli.consume_group import Membership, seek_to_start
 from odradek.cli.errors import CliError
 from odradek.cli.output import (
+    NoOpFormatter,
     RecordFormatter,
     bootstrap_option,
     check_bootstrap,
+    formatter_class,
     parse_key_values,
+    read_formatter_config,
     run,
 )
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
+    from odradek.client.group_member import GroupMember
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+CLIENT_ID = "odradek-console-consumer"
 MAX_OFFSET = 2**63 - 1  # offsets are int64 on the wire
 # Longest single poll: short enough that --timeout-ms and Ctrl-C are honoured promptly.
 POLL_SLICE_MS = 500
@@ -96,18 +111,21 @@ async def consume_records(
     topic: str,
     out: BinaryIO,
     *,
-    formatter: RecordFormatter,
+    formatter: RecordFormatter | NoOpFormatter,
     partition: int | None,
     start: str | int,
     max_messages: int | None,
     timeout_ms: int | None,
     isolation_level: str,
+    group: str | None = None,
 ) -> int:
     """Print records of ``topic`` to ``out`` until a stop condition; return how many."""
     from odradek.client.fetcher import Consumer
+    from odradek.client.group_member import GroupMember
 
     consumer = Consumer(
         bootstrap_server,
+        client_id=CLIENT_ID,
         fetch_max_wait_ms=POLL_SLICE_MS,
         isolation_level=isolation_level,
         # Where an out-of-range position goes; kafka-console-consumer does the same.
@@ -115,22 +133,38 @@ async def consume_records(
     )
     count = 0
     consuming = False
+    # SIGTERM ends it as --max-messages does (Kafka's console consumer closes its consumer
+    # in a shutdown hook): the final commit and LeaveGroup happen, the summary is printed.
+    terminated = False
+    task = asyncio.current_task()
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    membership: Membership | None = None
+    member: GroupMember | None = None
     try:
         await consumer.start()
         partitions = await _partitions(consumer, topic, partition)
-        assigned = [(topic, p) for p in partitions]
-        consumer.assign(assigned)
-        if start == "earliest":
-            await consumer.seek_to_beginning(*assigned)
-        elif start == "latest":
-            await consumer.seek_to_end(*assigned)
+        if group is None:
+            assigned = [(topic, p) for p in partitions]
+            consumer.assign(assigned)
+            await seek_to_start(consumer, assigned, start)
         else:
-            assert isinstance(start, int)
-            for tp in assigned:
-                consumer.seek(*tp, start)
+            member = GroupMember(bootstrap_server, group, [topic], client_id=CLIENT_ID)
+            await member.start()
+            membership = Membership(member, consumer, start)
+            await membership.join()
         consuming = True
         last_progress = time.monotonic()
         while max_messages is None or count < max_messages:
+            if membership is not None:
+                await membership.tick()
             wait_ms = POLL_SLICE_MS
             if timeout_ms is not None:
                 left_ms = timeout_ms - (time.monotonic() - last_progress) * 1000
@@ -138,7 +172,12 @@ async def consume_records(
                     break
                 wait_ms = max(1, min(wait_ms, int(left_ms)))
             wanted = None if max_messages is None else max_messages - count
-            records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
+            if not consumer.assignment():
+                # A member with no partitions (more members than partitions) just waits.
+                await asyncio.sleep(wait_ms / 1000)
+                records = []
+            else:
+                records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
             if not records:
                 if reader_gone(out):
                     break  # `consume ... | head`: nobody reads any more, so stop waiting
@@ -160,7 +199,18 @@ async def consume_records(
             )
             out.flush()
             count += len(records)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        if membership is not None:
+            try:
+                await asyncio.wait_for(membership.close(), Membership.LEAVE_TIMEOUT_S)
+            except TimeoutError:
+                pass  # the coordinator expires the member after its session timeout
+        if member is not None:
+            await member.close()
         await consumer.close()
         if consuming:
             # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console
@@ -180,6 +230,12 @@ async def consume_records(
     help="Where to start (default latest). N needs --partition.",
 )
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option(
+    "--group",
+    metavar="GROUP_ID",
+    help="Join this consumer group: read the partitions it assigns, from its committed "
+    "offsets, and commit what was read (every 5 s and at exit).",
+)
 @click.option("--max-messages", type=click.IntRange(min=1), help="Exit after this many records.")
 @click.option(
     "--timeout-ms",
@@ -203,6 +259,18 @@ async def consume_records(
     help="kafka-console-consumer formatter property (print.key, key.separator, ...).",
 )
 @click.option(
+    "--formatter",
+    "formatter_name",
+    metavar="CLASS",
+    help="kafka-console-consumer's --formatter: DefaultMessageFormatter (the default) or "
+    "NoOpMessageFormatter (print nothing, count only), by short or Kafka class name.",
+)
+@click.option(
+    "--formatter-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A properties file of formatter properties; --property settings override it.",
+)
+@click.option(
     "--isolation-level",
     type=click.Choice(["read_uncommitted", "read_committed"]),
     default="read_uncommitted",
@@ -214,6 +282,7 @@ def consume(
     from_beginning: bool,
     offset_text: str | None,
     partition: int | None,
+    group: str | None,
     max_messages: int | None,
     timeout_ms: int | None,
     print_key: bool,
@@ -222,6 +291,8 @@ def consume(
     print_partition: bool,
     print_offset: bool,
     properties: tuple[str, ...],
+    formatter_name: str | None,
+    formatter_config: Path | None,
     isolation_level: str,
 ) -> None:
     """Print records of TOPIC, one per line."""
@@ -231,16 +302,28 @@ def consume(
         raise CliError("--from-beginning and --offset cannot be used together")
     if isinstance(offset, int) and partition is None:
         raise CliError("--offset N needs --partition (offsets are per partition)")
+    if group is not None:
+        if not group:
+            raise CliError("--group must not be empty")
+        if partition is not None:
+            raise CliError(
+                "--group and --partition cannot be used together: "
+                "a group member reads the partitions the group assigns it"
+            )
     start: str | int = (
         "earliest" if from_beginning else (offset if offset is not None else "latest")
     )
-    formatter = RecordFormatter(
+    settings = read_formatter_config(formatter_config)
+    settings.update(parse_key_values(properties, "--property"))
+    formatter: RecordFormatter | NoOpFormatter = RecordFormatter(
         print_timestamp=print_timestamp,
         print_partition=print_partition,
         print_offset=print_offset,
         print_headers=print_headers,
         print_key=print_key,
-    ).with_properties(parse_key_values(properties, "--property"))
+    ).with_properties(settings)
+    if formatter_class(formatter_name) == "NoOpMessageFormatter":
+        formatter = NoOpFormatter()
     run(
         consume_records(
             bootstrap_server,
@@ -252,6 +335,7 @@ def consume(
             max_messages=max_messages,
             timeout_ms=timeout_ms,
             isolation_level=isolation_level,
+            group=group,
         )
     )
 

@@ -34,6 +34,14 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except click.UsageError as exc:
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            exc.show()  # `odradek topics` alone: the help is the answer
+            return exc.exit_code
+        # One line, like every other failure, instead of click's usage block.
+        command = exc.ctx.command_path if exc.ctx is not None else "odradek"
+        click.echo(f"error: {exc.format_message()} (see '{command} --help')", err=True)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

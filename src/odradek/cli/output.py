@@ -13,6 +13,9 @@
   where ``<sep>`` is ``key.separator`` (a tab by default). A missing timestamp prints
   ``NO_TIMESTAMP``, a record without headers ``NO_HEADERS``, a null key, value or header
   value prints ``null.literal`` (``null``). Keys and values are written as raw bytes.
+* ``--formatter`` / ``--formatter-config`` of kafka-console-consumer: :func:`formatter_class`
+  (Default or NoOp formatter, by short or Kafka class name), :class:`NoOpFormatter`,
+  :func:`read_formatter_config`.
 * :func:`table` — left-aligned columns for listings.
 
 Every user mistake found here raises :class:`~odradek.cli.errors.CliError` (one line on
@@ -25,6 +28,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -240,6 +244,42 @@ class RecordFormatter:
         if self.print_value:
             fields.append(null if value is None else bytes(value))
         return self.key_separator.encode().join(fields) + self.line_separator.encode()
+
+
+FORMATTERS = ("DefaultMessageFormatter", "NoOpMessageFormatter")
+# Where Kafka's formatters live: kafka.tools before 3.7, org.apache.kafka.tools.consumer since.
+_FORMATTER_PACKAGES = ("", "kafka.tools.", "org.apache.kafka.tools.consumer.")
+
+
+class NoOpFormatter:
+    """Kafka's NoOpMessageFormatter: records are read and counted, nothing is printed."""
+
+    def format(self, **_: object) -> bytes:
+        return b""
+
+
+def formatter_class(name: str | None) -> str:
+    """``--formatter``: the short name of a supported Kafka formatter class."""
+    if name is None:
+        return FORMATTERS[0]
+    for short in FORMATTERS:
+        if name.strip() in (package + short for package in _FORMATTER_PACKAGES):
+            return short
+    raise CliError(
+        f"--formatter: unsupported formatter {name!r} (supported: {', '.join(FORMATTERS)})"
+    )
+
+
+def read_formatter_config(path: Path | None) -> dict[str, str]:
+    """``--formatter-config``: formatter properties from a Java-style properties file."""
+    if path is None:
+        return {}
+    from odradek.broker.config import ConfigError, read_properties
+
+    try:
+        return read_properties(path)
+    except ConfigError as exc:
+        raise CliError(f"--formatter-config: {exc}") from None
 
 
 # -- tables ----------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ Records go through :class:`odradek.client.producer.Producer` (batching, ``--ling
 read in chunks on a worker thread, so typing records interactively still sends each one
 after ``linger.ms``, and piping millions of lines is not slowed down by per-line reads.
 
-Exit status is 0 only if every record was acknowledged (or sent, with ``--acks 0``); the
-first failure is reported with its line number.
+Exit status is 0 only if every record was acknowledged (or sent, with ``--acks 0``). A bad
+line stops the input there; the lines before it are still delivered, and the one error line
+says so: ``error: line 3: no key separator ':' found in 'abc'; 2 records sent before it``.
+A record the broker refused is reported with its line number and how many were written.
 """
 
 from __future__ import annotations
@@ -69,10 +71,14 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
                 chunk: bytes | BaseException = read(READ_CHUNK)
             except BaseException as exc:  # handed to the loop, which re-raises it
                 chunk = exc
+            put = chunks.put(chunk)
             try:
-                asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
+                asyncio.run_coroutine_threadsafe(put, loop).result()
             except (RuntimeError, concurrent.futures.CancelledError):
-                return  # the loop is gone: nobody wants more input
+                # The loop is gone (input stopped at a bad line, or the end): nobody wants
+                # more. Close the coroutine it never ran, or Python warns at exit.
+                put.close()
+                return
             if not isinstance(chunk, bytes) or not chunk:
                 return
 
@@ -93,6 +99,17 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
         yield pending[:-1] if pending.endswith(b"\r") else pending
 
 
+def _text(data: bytes, limit: int = 60) -> str:
+    """Input bytes as the user typed them, quoted: text, not a Python bytes literal."""
+    shown = data[:limit].decode(errors="replace")
+    quoted = repr(shown)  # escapes control characters such as a tab
+    return quoted[:-1] + "...'" if len(data) > limit and quoted.endswith("'") else quoted
+
+
+def _records(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'}"
+
+
 def split_line(
     line: bytes, number: int, key_separator: bytes | None, null_marker: bytes | None
 ) -> tuple[bytes | None, bytes | None]:
@@ -102,8 +119,9 @@ def split_line(
     if key_separator is not None:
         key, sep, value = line.partition(key_separator)
         if not sep:
-            shown = line[:60].decode(errors="replace")
-            raise CliError(f"line {number}: no key separator {key_separator!r} in {shown!r}")
+            raise CliError(
+                f"line {number}: no key separator {_text(key_separator)} found in {_text(line)}"
+            )
         if null_marker is not None and key == null_marker:
             key = None
     if null_marker is not None and value == null_marker:
@@ -175,31 +193,41 @@ async def produce_lines(
         producer = Producer(bootstrap_server, **producer_config)  # type: ignore[arg-type]
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    bad_line: CliError | None = None
     async with producer:
         await _check_topic(producer, topic, partition)
         number = 0
         async for line in read_lines(stream):
             number += 1
-            key, value = split_line(line, number, key_separator, null_marker)
             try:
+                key, value = split_line(line, number, key_separator, null_marker)
                 future = await producer.send(
                     topic, value, key, partition=partition, headers=headers
                 )
+            except CliError as exc:
+                bad_line = exc
+                break
             except (ValueError, KafkaError) as exc:
-                raise CliError(f"line {number}: {exc}") from None
+                bad_line = CliError(f"line {number}: {exc}")
+                break
             pending.append((number, future))
             future.add_done_callback(settle_done)
             if failure is not None:
-                raise failure
+                break
             if len(pending) >= MAX_PENDING:
                 await asyncio.wait([pending[0][1]])
+        # Lines before a bad one are still delivered (as kafka-console-producer's close
+        # does), so the message can say exactly what reached the topic.
         await producer.flush()
         # Wait on the records themselves too: what counts is each record's own outcome.
         if pending:
             await asyncio.wait([future for _, future in pending])
         settle_done()
     if failure is not None:
-        raise failure
+        # An earlier line than any bad one: records go out in input order.
+        raise CliError(f"{failure.message}; {_records(acknowledged)} written")
+    if bad_line is not None:
+        raise CliError(f"{bad_line.message}; {_records(acknowledged)} sent before it")
     return acknowledged
 
 

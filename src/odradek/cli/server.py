@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 import click
@@ -33,10 +34,12 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
     CONFIG_FILE is a server.properties file with Kafka's key names.
     """
     config = BrokerConfig.load(config_file, list(overrides))
+    _check_data_dir(config.data_dir)
     logging.basicConfig(
         level=getattr(logging, log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    _warn_unused(config)
     from odradek.broker.server import run_server
 
     try:
@@ -53,3 +56,32 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
     except (LogDirInUseError, MetaPropertiesError) as exc:
         # The directory belongs to another broker: refuse in one line, as for bad config.
         raise CliError(str(exc)) from None
+
+
+def _warn_unused(config: BrokerConfig) -> None:
+    """One WARN line naming the Kafka keys that were given but have no effect here, as
+    Kafka logs the configs it was supplied but did not use."""
+    log = logging.getLogger("odradek.broker.config")
+    if config.unused:
+        log.warning(
+            "These configurations '%s' were supplied but are not used by odradek.",
+            ", ".join(sorted(config.unused)),
+        )
+    if "zookeeper.connect" in config.unused:
+        log.warning(
+            "zookeeper.connect=%s is ignored: this broker runs alone (ZooKeeper clusters "
+            "are not supported yet).",
+            config.unused["zookeeper.connect"],
+        )
+
+
+def _check_data_dir(path: Path) -> None:
+    """A data directory that cannot be used is a one-line error before anything starts."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"log.dirs: {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise CliError(f"log.dirs: cannot create {path}: {exc.strerror}") from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise CliError(f"log.dirs: {path} is not writable by this user")

@@ -100,6 +100,14 @@ def create(
     from odradek.client.errors import KafkaError
 
     configs = parse_key_values(config_args, "--config")
+    if "." in name or "_" in name:
+        # kafka-topics' warning: 'a.b' and 'a_b' collide (the broker refuses the second).
+        click.echo(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or "
+            "underscore ('_') could collide. To avoid issues it is best to use either, "
+            "but not both.",
+            err=True,
+        )
     new_topic = NewTopic(
         name,
         num_partitions=partitions if partitions is not None else -1,
