@@ -8,7 +8,8 @@ missed or counted twice even when several complete between two polls (the gap is
 written to Parquet are read from the footers of the files the sink added during this run.
 
 On a terminal the figures are a ``rich.live`` table redrawn in place; when stdout is a pipe or a
-file, one ``progress:`` line is printed every few seconds instead (and a last one at the end).
+file, one ``progress:`` line is printed every few seconds and at each change of phase instead (and
+a last one at the end).
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ class ProgressDisplay:
         )
         self._live: Live | None = None
         self._last_line = 0.0
+        self._last_phase = ""
 
     def __enter__(self) -> ProgressDisplay:
         if self.console.is_terminal:
@@ -230,8 +232,12 @@ class ProgressDisplay:
                 return
             if self._live is not None:
                 self._live.update(render_table(snap), refresh=True)
-            elif force or time.monotonic() - self._last_line >= LINE_SECONDS:
-                self._last_line = time.monotonic()
+            elif (
+                force
+                or snap.phase != self._last_phase
+                or time.monotonic() - self._last_line >= LINE_SECONDS
+            ):
+                self._last_line, self._last_phase = time.monotonic(), snap.phase
                 print(render_line(snap), file=self._out, flush=True)
         except Exception:
             return
