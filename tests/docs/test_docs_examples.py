@@ -53,6 +53,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_TAGS = {"sh", "bash", "console", "python"}
 DOCS_PORT = 9092  # the address every example uses, as a user's broker would have it
 BLOCK_TIMEOUT_S = 90.0
+SPARK_BLOCK_TIMEOUT_S = 240.0  # a Spark session takes 10-20 s to start, far more on a busy machine
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<tag>[\w+-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>[\w-]+)\s*(?P<rest>.*?)\s*-->\s*$")
 SERVER_LINE = re.compile(r"^\s*odradek\s+server\b")
@@ -199,15 +200,16 @@ def environment(workdir: Path) -> dict[str, str]:
 def run_block(block: Block, workdir: Path) -> subprocess.CompletedProcess[str]:
     """Run one block (setup first); the result of the last step run."""
     env = environment(workdir)
+    timeout = SPARK_BLOCK_TIMEOUT_S if block.needs_spark else BLOCK_TIMEOUT_S
 
     def run(args: list[str], what: str) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
                 args, cwd=workdir, env=env, capture_output=True, text=True,
-                timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                timeout=timeout, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         except subprocess.TimeoutExpired as exc:
-            raise AssertionError(f"{block.id}: {what} ran over {BLOCK_TIMEOUT_S:.0f}s") from exc
+            raise AssertionError(f"{block.id}: {what} ran over {timeout:.0f}s") from exc
 
     for command in block.setup:
         done = run(["bash", "-c", f"set -e -o pipefail\n{command}"], f"setup {command!r}")
