@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO
 
 import pytest
@@ -210,3 +211,49 @@ def test_ctrl_c_stops_the_demo_quietly(tmp_path: Path, moment: str) -> None:
     assert len(demo.err) == 1 and demo.err[0].startswith("interrupted: stopped"), demo.text
     assert not NOISE.search(demo.text), demo.text
     assert took < STOP_BOUND_S
+
+
+def _progress(run: str, batch: int, rows: int, written: int, watermark: str) -> SimpleNamespace:
+    """The fields of a StreamingQueryProgress that the display reads."""
+    return SimpleNamespace(
+        runId=run, batchId=batch, numInputRows=rows, sink=SimpleNamespace(numOutputRows=written),
+        eventTime={"watermark": watermark},
+    )  # fmt: skip
+
+
+def test_progress_counts_each_batch_once_and_fills_gaps(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from odradek.demo.progress import ProgressTracker, render_line
+
+    epoch, later = "1970-01-01T00:00:00.000Z", "2026-11-24T01:04:00.000Z"
+    history = [_progress("r", 7, 100, 0, epoch)]  # a resumed run: batch ids do not start at 0
+    topic = SimpleNamespace(name="to_topic", lastProgress=None, recentProgress=history)
+    files = SimpleNamespace(name="to_files", lastProgress=None, recentProgress=[])
+    out = tmp_path / "out"
+    out.mkdir()
+    pq.write_table(pa.table({"x": [1, 2]}), out / "part-0-old.parquet")  # an earlier run's
+    tracker = ProgressTracker(100, lambda: 42)
+    tracker.watch(topic)
+    tracker.watch(files, out)
+    tracker.phase = "streaming"
+
+    snap = tracker.poll()
+    assert [(q.batches, q.rows_read, q.rows_written) for q in snap.queries] == [(0, 0, 0)] * 2
+    topic.lastProgress = history[0]
+    tracker.poll()
+    tracker.poll()  # the same batch again: not counted twice
+    history += [_progress("r", 8, 50, 0, later), _progress("r", 9, 0, 3, later)]
+    topic.lastProgress = history[-1]  # two batches completed between polls
+    files.lastProgress = _progress("f", 0, 150, -1, later)  # the file sink reports no rows
+    pq.write_table(pa.table({"x": [1, 2, 3]}), out / "part-1-new.parquet")
+    snap = tracker.poll()
+    by_name = {q.name: q for q in snap.queries}
+    assert (by_name["to_topic"].batches, by_name["to_topic"].rows_read) == (3, 150)
+    assert by_name["to_topic"].rows_written == 3 and by_name["to_files"].rows_written == 3
+    line = render_line(snap)
+    assert PROGRESS.match(line) and line.startswith("progress: ")
+    assert figures(line) == {"to_topic": (3, 150, 3), "to_files": (1, 150, 3)}
+    assert line.count("watermark 2026-11-24 01:04:00 UTC") == 2
+    assert "events produced 42" in line
