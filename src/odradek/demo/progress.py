@@ -170,14 +170,13 @@ def render_table(snap: Snapshot) -> Table:
     table.add_column("query")
     for column in ("micro-batches", "rows read", "rows written"):
         table.add_column(column, justify="right")
-    table.add_column("watermark (event time)")
+    table.add_column("watermark")
     if not snap.queries:
         table.add_row("(starting)", "-", "-", "-", "-")
     for q in snap.queries:
         written = "?" if q.rows_written is None else f"{q.rows_written:,}"
-        table.add_row(
-            q.name, f"{q.batches:,}", f"{q.rows_read:,}", written, _short_watermark(q.watermark)
-        )
+        mark = _short_watermark(q.watermark)[11:] if q.watermark else "-"  # the time of day
+        table.add_row(q.name, f"{q.batches:,}", f"{q.rows_read:,}", written, mark)
     return table
 
 
@@ -200,7 +199,7 @@ class ProgressDisplay:
 
     def __enter__(self) -> ProgressDisplay:
         if self.console.is_terminal:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self._live = Live(console=self.console, auto_refresh=False, transient=False)
             self._live.start()
         self._thread.start()
         return self
