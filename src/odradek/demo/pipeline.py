@@ -11,8 +11,10 @@
    the watermark passes and the last windows are emitted; the job waits for both queries to
    drain, stops them, and prints the warehouse table.
 
-Everything a Spark user would write for Kafka stays the same except the format name. Run it
-again with the same ``--checkpoint`` and it resumes where it stopped.
+Meanwhile :mod:`odradek.demo.progress` shows what is happening. Everything a Spark user would
+write for Kafka stays the same except the format name and the one ``register(spark)`` call
+(:mod:`odradek.demo.session`). Run it again with the same ``--checkpoint`` and it resumes where
+it stopped.
 """
 
 from __future__ import annotations
