@@ -246,7 +246,10 @@ def _params() -> list[object]:
 
 
 def _port_free(port: int) -> bool:
+    """Whether nothing listens there (connections of an earlier block's broker lingering in
+    TIME_WAIT do not count: the broker binds with SO_REUSEADDR too)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
