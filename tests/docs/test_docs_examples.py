@@ -93,6 +93,7 @@ def extract(path: Path, text: str | None = None) -> list[Block]:
     """The runnable blocks of one Markdown file, with the markers right above each."""
     lines = (path.read_text() if text is None else text).splitlines()
     blocks: list[Block] = []
+    used: set[int] = set()  # the lines of markers that belong to a block
     i = 0
     while i < len(lines):
         opening = FENCE.match(lines[i])
@@ -113,6 +114,7 @@ def extract(path: Path, text: str | None = None) -> list[Block]:
         block = Block(path, start + 1, tag, textwrap.dedent(code) + "\n")
         j = start - 1
         while j >= 0 and (marker := MARKER.match(lines[j])):
+            used.add(j)
             where = f"{path.name}:{j + 1}"
             kind, rest = marker["kind"], marker["rest"]
             if kind == "skip":
@@ -127,6 +129,9 @@ def extract(path: Path, text: str | None = None) -> list[Block]:
         if any(SERVER_LINE.match(x) for x in block.code.splitlines()):
             block.broker = False
         blocks.append(block)
+    for n, line in enumerate(lines):
+        if line.lstrip().startswith("<!--") and "docs-test" in line and n not in used:
+            raise MarkerError(f"{path.name}:{n + 1}: a marker must be right above a run block")
     return blocks
 
 
@@ -318,6 +323,13 @@ def test_markers_and_blocks_are_parsed(tmp_path: Path) -> None:
     assert served.setup == ["printf 'a\\n' > in.txt", "true"] and not served.broker
     assert "odradek server --log-level INFO & wait_for_port 9092" in shell_script(served.code)
     assert indented.code == 'print("indented")\n' and indented.broker
+
+
+def test_a_marker_away_from_its_block_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(MarkerError, match="right above"):
+        extract(tmp_path / "x.md", "<!-- docs-test: skip (why) -->\n\n```sh\ntrue\n```\n")
+    with pytest.raises(MarkerError, match="right above"):
+        extract(tmp_path / "x.md", "<!-- docs-test: skip (why) -->\n```text\nx\n```\n")
 
 
 @pytest.mark.parametrize(
