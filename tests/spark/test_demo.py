@@ -257,3 +257,13 @@ def test_progress_counts_each_batch_once_and_fills_gaps(tmp_path: Path) -> None:
     assert figures(line) == {"to_topic": (3, 150, 3), "to_files": (1, 150, 3)}
     assert line.count("watermark 2026-11-24 01:04:00 UTC") == 2
     assert "events produced 42" in line
+
+
+def test_the_driver_binds_loopback_unless_the_cluster_is_elsewhere() -> None:
+    from odradek.demo.session import driver_host
+
+    for master in ("local[*]", "local[2]", "spark://127.0.0.1:7077", "spark://localhost:7077"):
+        assert driver_host(master) == "127.0.0.1", master
+    # Workers on other hosts must reach the driver: Spark's own choice of address stands.
+    assert driver_host("spark://10.0.0.1:7077") is None
+    assert driver_host("spark://127.0.0.1:7077,10.0.0.2:7077") is None
