@@ -2,8 +2,13 @@
 
 Starts ``odradek server`` (unless a broker already answers at the bootstrap address),
 then runs the demo pipeline — an activity-event generator feeding a Spark Structured
-Streaming job (see :mod:`odradek.demo`) — which prints its per-page, per-minute counts.
-Afterwards the broker keeps running until Ctrl-C, unless ``--exit`` is given.
+Streaming job (see :mod:`odradek.demo`) — which shows its progress while it runs and prints
+its per-page, per-minute counts. Afterwards the broker keeps running until Ctrl-C, unless
+``--exit`` is given. The broker's and Spark's logs go to ``--log-file``, not to the terminal.
+
+Both children run in process groups of their own, so Ctrl-C reaches only this command, which
+stops them in order (the pipeline, then the broker it talks to), each within a bounded time,
+and says so in one line.
 """
 
 from __future__ import annotations
