@@ -7,7 +7,9 @@ Modules (import from them directly; this package re-exports the main names):
 * :mod:`~odradek.client.producer` — :class:`Producer` (batching, idempotence, retries)
 * :mod:`~odradek.client.fetcher` — :class:`Consumer` (assign, poll, fetch_raw, read_committed)
 * :mod:`~odradek.client.admin` — :class:`Admin` (topics, configs, offsets, records)
+* :mod:`~odradek.client.group_admin` — :class:`GroupAdmin` (consumer groups and their offsets)
 * :mod:`~odradek.client.sync` — :class:`SyncProducer`, :class:`SyncConsumer`, :class:`SyncAdmin`
+  (and :class:`~odradek.client.group_admin.SyncGroupAdmin`)
 * :mod:`~odradek.client.partitioner` — murmur2 and partition choice, as the Java client
 * :mod:`~odradek.client.errors` — :class:`KafkaError` (broker error codes), :class:`ClientError`
 * :mod:`~odradek.client.assignors` — consumer-group partition assignors (range, roundrobin,
@@ -18,6 +20,7 @@ from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
 from odradek.client.core import KafkaClient
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
 from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
+from odradek.client.group_admin import GroupAdmin, ResetSpec, SyncGroupAdmin
 from odradek.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from odradek.client.producer import Producer, RecordMetadata
 from odradek.client.sync import SyncAdmin, SyncConsumer, SyncProducer
@@ -32,6 +35,7 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "FetchedPartition",
+    "GroupAdmin",
     "KafkaClient",
     "KafkaError",
     "KafkaTimeoutError",
@@ -39,8 +43,10 @@ __all__ = [
     "PartitionInfo",
     "Producer",
     "RecordMetadata",
+    "ResetSpec",
     "SyncAdmin",
     "SyncConsumer",
+    "SyncGroupAdmin",
     "SyncProducer",
     "TopicInfo",
 ]

@@ -7,6 +7,10 @@ from pathlib import Path
 
 EVENTS_TOPIC = "activity-events"
 RESULTS_TOPIC = "page-minute-counts"
+# Counts are per event-time minute; a window closes once the watermark (the largest event
+# time seen minus this delay) passes its end.
+WINDOW_MS = 60_000
+WATERMARK_MS = 20_000
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class DemoConfig:
     partitions: int = 4
     trigger_seconds: float = 5.0
     seed: int | None = None
+    log_file: Path = Path("odradek-demo.log")  # Spark's JVM log
 
 
 DEFAULTS = DemoConfig()

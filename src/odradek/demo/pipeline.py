@@ -11,33 +11,28 @@
    the watermark passes and the last windows are emitted; the job waits for both queries to
    drain, stops them, and prints the warehouse table.
 
-Everything a Spark user would write for Kafka stays the same except the format name. Run it
-again with the same ``--checkpoint`` and it resumes where it stopped.
+Meanwhile :mod:`odradek.demo.progress` shows what is happening. Everything a Spark user would
+write for Kafka stays the same except the format name and the one ``register(spark)`` call
+(:mod:`odradek.demo.session`). Run it again with the same ``--checkpoint`` and it resumes where
+it stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
-import threading
 import time
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from odradek.demo.config import DemoConfig
-from odradek.demo.events import (
-    EVENT_TYPES,
-    ActivityGenerator,
-    closing_time,
-    event_time,
-    heartbeat,
-)
+from odradek.demo.config import WATERMARK_MS, WINDOW_MS, DemoConfig
+from odradek.demo.events import EVENT_TYPES
+from odradek.demo.generator import GeneratorThread, ensure_topics
+from odradek.demo.progress import ProgressDisplay, ProgressTracker
+from odradek.demo.session import build_spark
 
 EVENT_SCHEMA = StructType(
     [
@@ -49,30 +44,8 @@ EVENT_SCHEMA = StructType(
         StructField("ts", LongType()),
     ]
 )
-WATERMARK_MS = 20_000
-WINDOW_MS = 60_000
 WATERMARK = f"{WATERMARK_MS // 1000} seconds"
 WINDOW = f"{WINDOW_MS // 1000} seconds"
-
-
-def build_spark(master: str, app_name: str = "odradek-demo") -> SparkSession:
-    """A session with the odradek format registered; workers use this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from odradek.spark import register
-
-    register(spark)
-    return spark
 
 
 def read_events(spark: SparkSession, cfg: DemoConfig) -> DataFrame:
@@ -148,97 +121,6 @@ def start_queries(spark: SparkSession, cfg: DemoConfig) -> list[StreamingQuery]:
     return [to_parquet, to_topic]
 
 
-async def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
-    """Create the demo's topics unless they exist."""
-    from odradek.client.admin import Admin, NewTopic
-    from odradek.client.errors import KafkaError
-
-    async with Admin(bootstrap) as admin:
-        existing = set((await admin.list_topics()).topics)
-        wanted = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
-        if wanted:
-            try:
-                await admin.create_topics(wanted)
-            except KafkaError as exc:
-                if exc.name != "TOPIC_ALREADY_EXISTS":
-                    raise
-        await admin.client.wait_for_topics(list(topics))
-
-
-class GeneratorThread(threading.Thread):
-    """Produces activity events at a steady rate for a while, then one heartbeat."""
-
-    def __init__(self, cfg: DemoConfig) -> None:
-        super().__init__(name="odradek-demo-generator", daemon=True)
-        self.cfg = cfg
-        self.produced = 0
-        self.error: BaseException | None = None
-        self._stopping = threading.Event()
-
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def run(self) -> None:
-        try:
-            asyncio.run(self._produce())
-        except BaseException as exc:  # reported by the main thread
-            self.error = exc
-
-    async def _produce(self) -> None:
-        from odradek.client.producer import Producer
-
-        cfg = self.cfg
-        generator = ActivityGenerator(seed=cfg.seed)
-        async with Producer(cfg.bootstrap_server, linger_ms=20, compression_type="lz4") as producer:
-            # A previous run's heartbeat moved event time ahead of the wall clock; start after
-            # it, or the checkpointed watermark would drop this run's events as late.
-            resume_at = await last_event_time(producer.client, cfg.events_topic)
-            skew_ms = max(0, resume_at + 1000 - int(time.time() * 1000))
-            last_ts = now_ms = int(time.time() * 1000) + skew_ms
-            started = time.monotonic()
-            pending = []
-            while not self._stopping.is_set():
-                elapsed = time.monotonic() - started
-                if elapsed >= cfg.duration:
-                    break
-                due = int(elapsed * cfg.events_per_second) - self.produced
-                now_ms = int(time.time() * 1000) + skew_ms
-                for _ in range(max(due, 0)):
-                    event = generator.event(now_ms)
-                    last_ts = max(last_ts, event.ts)
-                    pending.append(await producer.send(cfg.events_topic, event.value, event.key))
-                    self.produced += 1
-                if len(pending) > 10_000:
-                    await asyncio.gather(*pending)
-                    pending.clear()
-                await asyncio.sleep(0.02)
-            await asyncio.gather(*pending)
-            # One record is enough to close every window: the watermark follows the largest
-            # event time seen.
-            close_at = closing_time(max(last_ts, now_ms), WINDOW_MS, WATERMARK_MS)
-            await producer.send_and_wait(cfg.events_topic, heartbeat(close_at))
-
-
-async def last_event_time(client: Any, topic: str) -> int:
-    """The largest ``ts`` among the last record of each partition of ``topic`` (0 if none)."""
-    from odradek.client.fetcher import Consumer
-    from odradek.records.batch import decode_batches
-
-    consumer = Consumer(client)
-    await consumer.start()
-    partitions = (await client.metadata([topic])).partitions_for(topic)
-    ends = await consumer.list_offsets({(topic, p): -1 for p in partitions})
-    latest = 0
-    for (_, partition), (end, _) in ends.items():
-        if end <= 0:
-            continue
-        fetched = await consumer.fetch_raw(topic, partition, end - 1, 1_048_576)
-        for batch in decode_batches(fetched.records):
-            for record in batch.records:
-                latest = max(latest, event_time(record.value) or 0)
-    return latest
-
-
 def print_results(spark: SparkSession, cfg: DemoConfig, produced: int) -> int:
     """Print the warehouse table; returns its number of rows."""
     from rich.console import Console
@@ -274,35 +156,50 @@ def print_results(spark: SparkSession, cfg: DemoConfig, produced: int) -> int:
 
 
 def run(cfg: DemoConfig) -> int:
-    """Run the whole demo; returns a process exit code."""
-    asyncio.run(ensure_topics(cfg.bootstrap_server, {cfg.events_topic: cfg.partitions,
-                                                      cfg.results_topic: 1}))  # fmt: skip
-    spark = build_spark(cfg.master)
-    queries: list[StreamingQuery] = []
+    """Run the whole demo; returns a process exit code.
+
+    Ctrl-C (KeyboardInterrupt) may arrive anywhere; the caller (``__main__``) turns it into
+    one line and a bounded shutdown. Whatever happens, the generator and the queries stop.
+    """
     generator = GeneratorThread(cfg)
+    tracker = ProgressTracker(cfg.events_per_second, lambda: generator.produced)
+    queries: list[StreamingQuery] = []
+    print(
+        f"producing ~{cfg.events_per_second} events/s to '{cfg.events_topic}' for "
+        f"{cfg.duration:g}s; Spark ({cfg.master}) counts them per page per minute "
+        f"(Spark's log: {cfg.log_file})",
+        flush=True,
+    )
+    display = ProgressDisplay(tracker)
     try:
-        queries = start_queries(spark, cfg)
-        generator.start()
-        print(
-            f"producing ~{cfg.events_per_second} events/s to '{cfg.events_topic}' for "
-            f"{cfg.duration:g}s; Spark ({cfg.master}) counts them per page per minute",
-            flush=True,
-        )
-        while generator.is_alive():
-            generator.join(timeout=1.0)
-            for query in queries:
-                if query.exception() is not None:
-                    raise RuntimeError(f"query {query.name} failed: {query.exception()}")
-        if generator.error is not None:
-            raise RuntimeError(f"the event generator failed: {generator.error}")
-        # Two rounds: the batch that reads the heartbeat moves the watermark; the next
-        # (no-data) batch emits the windows it closed.
-        for _ in range(2):
+        with display:
+            tracker.phase = "creating topics"
+            asyncio.run(ensure_topics(cfg.bootstrap_server, {cfg.events_topic: cfg.partitions,
+                                                              cfg.results_topic: 1}))  # fmt: skip
+            tracker.phase = "starting Spark"
+            spark = build_spark(cfg.master, cfg.log_file)
+            queries = start_queries(spark, cfg)
+            tracker.watch(queries[0], cfg.warehouse / "page_minute_counts")
+            tracker.watch(queries[1])
+            tracker.phase = "streaming"
+            generator.start()
+            while generator.is_alive():
+                generator.join(timeout=1.0)
+                for query in queries:
+                    if query.exception() is not None:
+                        raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+            if generator.error is not None:
+                raise RuntimeError(f"the event generator failed: {generator.error}")
+            tracker.phase = "closing the last windows"
+            # Two rounds: the batch that reads the heartbeat moves the watermark; the next
+            # (no-data) batch emits the windows it closed.
+            for _ in range(2):
+                for query in queries:
+                    query.processAllAvailable()
+                time.sleep(cfg.trigger_seconds + 1)
             for query in queries:
                 query.processAllAvailable()
-            time.sleep(cfg.trigger_seconds + 1)
-        for query in queries:
-            query.processAllAvailable()
+            tracker.phase = "done"
     finally:
         generator.stop()
         for query in queries:
