@@ -28,7 +28,9 @@ How blocks run:
   line of just ``...`` for any number of lines.
 * ``python``: as a script; top-level ``await`` / ``async with`` are allowed (run with asyncio).
 * The directory has ``.venv`` linked to the running interpreter's environment, whose ``bin`` is
-  first on PATH (so ``odradek``, ``python`` and ``.venv/bin/...`` are the ones under test).
+  first on PATH (so ``odradek``, ``python`` and ``.venv/bin/...`` are the ones under test),
+  and ``bench``, ``config``, ``scripts`` and ``tests`` linked to the repository's, so commands
+  written for a clone's top directory run as written.
   Blocks that import pyspark are marked ``spark`` (they need Java).
 """
 
@@ -194,6 +196,9 @@ if isinstance(result, types.CoroutineType):
 def environment(workdir: Path) -> dict[str, str]:
     bin_dir = Path(sys.executable).parent
     (workdir / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    # Commands are written to run from a clone's top directory (python bench/..., config/...).
+    for name in ("bench", "config", "scripts", "tests"):
+        (workdir / name).symlink_to(ROOT / name, target_is_directory=True)
     return {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
