@@ -30,6 +30,23 @@ Errors, as Kafka handles them:
 * connections idle (nothing read or written, nothing in flight) for
   ``connections.max.idle.ms`` are closed.
 
+Fairness and limits (no single request or client may stall the others):
+
+* the server accepts connections itself, so it can honour ``max.connections`` (stop
+  accepting until one closes) and ``max.connections.per.ip`` (close at once), counted
+  across every listener by a shared :class:`~odradek.broker.quotas.ConnectionQuotas`;
+* a shared :class:`~odradek.broker.quotas.MemoryPool` (``queued.max.request.bytes``)
+  reserves each frame larger than ``_SMALL_FRAME`` when its size prefix arrives, as
+  Kafka's MemoryPool does; a connection whose frame does not fit stops reading until
+  answered requests release memory. Small frames are never held back, so a client with
+  ordinary requests is served while big ones wait;
+* after each request the processor yields to the event loop, so one connection with a
+  thousand pipelined requests takes turns with the others;
+* frames larger than ``_OFFLOAD_FRAME`` are decoded, and their responses (and any
+  ``ResponseValues``) built and encoded, on ``executor`` threads: the loop keeps serving
+  other connections while a request listing a million partitions is parsed. Handlers
+  that loop over many items yield to the loop as they go (``handlers.common.Ticker``).
+
 File regions (objects with ``fd``, ``position``, ``length``) inside a ``ChunkedResponse``
 go out with ``os.sendfile`` on the socket once everything before them has left the
 transport's buffer; while the socket is full the connection waits for writability on a
@@ -47,12 +64,16 @@ import errno
 import itertools
 import logging
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.broker.quotas import ConnectionQuotas, MemoryPool
+from odradek.protocol.build import build_response
 from odradek.protocol.codec import (
     api_versions_unsupported_response,
     decode_request,
@@ -70,6 +91,7 @@ __all__ = [
     "NetworkServer",
     "RequestContext",
     "RequestHandler",
+    "ResponseValues",
 ]
 
 DEFAULT_MAX_REQUEST_SIZE = 104_857_600  # socket.request.max.bytes
@@ -81,6 +103,16 @@ _COPY_CHUNK = 256 * 1024
 _COALESCE_LIMIT = 256 * 1024
 # errno values meaning "sendfile cannot be used for this pair of descriptors".
 _SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK}
+# Frames up to this size never wait for the memory pool: a client with ordinary requests
+# keeps being served while big requests wait for memory.
+_SMALL_FRAME = 64 * 1024
+# Frames above this size are decoded (and answered) on executor threads. Decoding costs
+# about 5 us per array element; 64 KiB holds at most ~10k elements, ~50 ms on the loop.
+_OFFLOAD_FRAME = 64 * 1024
+# Listen backlog: where connections wait while max.connections is reached.
+_BACKLOG = 128
+# ResponseValues with more items than this are built and encoded on executor threads.
+_OFFLOAD_ITEMS = 2000
 
 
 @dataclass(slots=True)
@@ -92,6 +124,7 @@ class RequestContext:
     client_port: int
     connection_id: str
     received_at: float = 0.0  # the server clock when the frame was complete
+    listener_name: str = "PLAINTEXT"  # the listener the request came in on
 
 
 @dataclass(slots=True)
@@ -114,6 +147,16 @@ class DeferredResponse:
     """
 
     result: Awaitable[object | None]
+
+
+@dataclass(slots=True)
+class ResponseValues:
+    """A response given as ``build_response`` values, built and encoded by the network
+    layer: on an executor thread when ``items`` (a handler's count of array elements)
+    is large, so a response listing a million partitions does not block the loop."""
+
+    values: dict[str, Any]
+    items: int = 0
 
 
 class RequestHandler(Protocol):
@@ -149,6 +192,9 @@ class _Connection(asyncio.Protocol):
         self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
         self._responses_wakeup = asyncio.Event()
         self._in_flight = 0  # received, not yet answered (or dropped for acks=0)
+        self._pool = server.memory_pool
+        self._reserved = 0  # pool bytes reserved for the incomplete frame
+        self._pool_blocked = False  # waiting for the pool to reserve the incomplete frame
         self._reading_paused = False
         self._write_paused = False
         self._write_resumed: asyncio.Future[None] | None = None
@@ -161,6 +207,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = server.clock()
         self.client_host = ""
         self.client_port = 0
+        self.counted_ip: str | None = None  # set once the quotas count this connection
         self.connection_id = ""
         self._socket_fd = -1
         self._poll_fd = -1  # a dup of the socket, only while a region waits for the socket
@@ -193,6 +240,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = self._server.clock()
         try:
             frames = self._decoder.feed(data)
+            self._charge(frames)
         except FrameTooLargeError as exc:
             self._log.warning(
                 "closing connection %s from %s:%d: %s",
@@ -204,6 +252,7 @@ class _Connection(asyncio.Protocol):
             self.abort()
             return
         if not frames:
+            self._update_reading()
             return
         now = self.last_active
         for frame in frames:
@@ -240,6 +289,15 @@ class _Connection(asyncio.Protocol):
                 self._loop.remove_writer(self._poll_fd)
             self._close_poll_fd()
         self._server._connections.discard(self)
+        if self.counted_ip is not None:
+            self._server.quotas.remove(self.counted_ip)
+            self.counted_ip = None
+        self._pool.forget(self)
+        self._pool.release(
+            self._reserved
+            + sum(len(f) for f, _ in self._pending if not isinstance(f, _Close))
+        )
+        self._reserved = 0
         self._pending.clear()
         self._pending_bytes = 0
         self._pending_wakeup.set()
@@ -301,12 +359,48 @@ class _Connection(asyncio.Protocol):
             task.cancel()
         return self._tasks
 
+    def _charge(self, frames: list[memoryview | bytes]) -> None:
+        """Account the bytes this read completed, and reserve the frame it started."""
+        pool = self._pool
+        completed = sum(len(frame) for frame in frames)
+        if frames and self._reserved:
+            completed -= self._reserved  # the first frame is the one reserved earlier
+            self._reserved = 0
+        pool.charge(completed)
+        if not self._reserved and not self._pool_blocked:
+            self._reserve()
+
+    def _reserve(self) -> None:
+        size = self._decoder.pending_frame_size
+        if size is None:
+            return
+        pool = self._pool
+        if size <= _SMALL_FRAME or pool.capacity is None or pool.used + size <= pool.capacity:
+            pool.charge(size)
+            self._reserved = size
+            if self._pool_blocked:
+                self._pool_blocked = False
+                self._update_reading()
+            return
+        if not self._pool_blocked:
+            self._pool_blocked = True
+            self._update_reading()
+        pool.wait(self, self._reserve_again)
+
+    def _reserve_again(self) -> None:
+        if not self._closed:
+            self._reserve()
+
+    def _release(self, size: int) -> None:
+        self._pool.release(size)
+
     def _update_reading(self) -> None:
         if self._closed or self._transport is None:
             return
         server = self._server
         over = (
-            self._in_flight >= server.max_in_flight_per_connection
+            self._pool_blocked
+            or self._in_flight >= server.max_in_flight_per_connection
             or self._pending_bytes >= server.max_buffered_bytes_per_connection
         )
         if over and not self._reading_paused:
@@ -337,14 +431,18 @@ class _Connection(asyncio.Protocol):
                 self._responses.append(frame)
                 self._responses_wakeup.set()
                 return
-            self._pending_bytes -= len(frame)
+            size = len(frame)
+            self._pending_bytes -= size
             try:
                 outgoing = await self._handle_frame(frame, received_at)
             except asyncio.CancelledError:
+                self._release(size)
                 raise
             except Exception as exc:  # a bug in the protocol layer: drop the connection
                 self._log.exception("unexpected error on connection %s", self.connection_id)
                 outgoing = _Close(f"unexpected {type(exc).__name__}")
+            del frame
+            self._release(size)
             if self._closed:
                 return
             if outgoing is None:
@@ -354,13 +452,23 @@ class _Connection(asyncio.Protocol):
             self._responses_wakeup.set()
             if isinstance(outgoing, _Close):
                 return
+            if self._pending:
+                # Take turns: a connection with many pipelined requests must not keep the
+                # loop from the others (a handler that never awaits never yields).
+                await asyncio.sleep(0)
 
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float
     ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
         server = self._server
+        large = len(frame) > _OFFLOAD_FRAME
         try:
-            header, request = decode_request(frame, server.api_versions)
+            if large:
+                header, request = await self._loop.run_in_executor(
+                    server.executor, decode_request, frame, server.api_versions
+                )
+            else:
+                header, request = decode_request(frame, server.api_versions)
         except DecodeError as exc:
             if (
                 exc.api_key == API_VERSIONS
@@ -370,7 +478,12 @@ class _Connection(asyncio.Protocol):
                 return api_versions_unsupported_response(exc.header, server.api_versions)
             return _Close(f"{exc} (correlation id {exc.correlation_id})")
         ctx = RequestContext(
-            header, self.client_host, self.client_port, self.connection_id, received_at
+            header,
+            self.client_host,
+            self.client_port,
+            self.connection_id,
+            received_at,
+            server.listener_name,
         )
         try:
             result = await server.handler.handle(ctx, request)
@@ -383,6 +496,10 @@ class _Connection(asyncio.Protocol):
             self._deferred.add(future)
             future.add_done_callback(self._deferred.discard)
             return future
+        if large or (isinstance(result, ResponseValues) and result.items > _OFFLOAD_ITEMS):
+            return await self._loop.run_in_executor(
+                server.executor, self._encode, header, request, result
+            )
         return self._encode(header, request, result)
 
     async def _finish_deferred(
@@ -420,6 +537,8 @@ class _Connection(asyncio.Protocol):
         if isinstance(result, ChunkedResponse):
             return list(result.chunks)
         try:
+            if isinstance(result, ResponseValues):
+                result = build_response(header.api_key, header.api_version, result.values)
             return encode_response(header, result)
         except Exception:
             self._log.exception(
@@ -627,12 +746,19 @@ class NetworkServer:
         write_buffer_limits: tuple[int, int] = (64 * 1024, 16 * 1024),
         idle_check_interval_s: float | None = None,
         use_sendfile: bool = True,
+        listener_name: str = "PLAINTEXT",
+        quotas: ConnectionQuotas | None = None,
+        memory_pool: MemoryPool | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
         by default ``handler.advertised_versions()`` when the handler has it, else every
         supported version. ``max_buffered_bytes_per_connection`` defaults to
         ``max_request_size``. ``use_sendfile=False`` copies file regions with pread
         (for transports where the socket is not ours, such as TLS).
+
+        ``quotas``, ``memory_pool`` and ``executor`` are shared by every listener of a
+        broker; a server given none gets its own (unlimited quotas and pool, one thread).
         """
         if max_in_flight_per_connection < 1:
             raise ValueError("max_in_flight_per_connection must be >= 1")
@@ -662,6 +788,15 @@ class NetworkServer:
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.use_sendfile = use_sendfile
+        self.listener_name = listener_name
+        self.quotas = quotas or ConnectionQuotas()
+        self.memory_pool = memory_pool or MemoryPool()
+        self._own_executor = executor is None
+        self.executor: Executor = executor or ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="odradek-network"
+        )
+        self._listen_sockets: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task[None]] = []
         self.bytes_sent_with_sendfile = 0
         self.bytes_copied_from_regions = 0
 
@@ -678,13 +813,61 @@ class NetworkServer:
             if callable(advertised):
                 self.api_versions = dict(advertised())
         loop = asyncio.get_running_loop()
+        # Bound without asyncio's server so that accepting can wait (max.connections).
+        # start_serving=False: the server object only owns the listening sockets.
         self._server = await loop.create_server(
-            self._make_connection, self.host, self._requested_port, reuse_address=True
+            self._make_connection,
+            self.host,
+            self._requested_port,
+            reuse_address=True,
+            start_serving=False,
         )
-        sockets = self._server.sockets or ()
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        for transport_socket in self._server.sockets or ():
+            listening = socket.socket(fileno=os.dup(transport_socket.fileno()))
+            listening.setblocking(False)
+            listening.listen(_BACKLOG)
+            self._listen_sockets.append(listening)
+        if self._listen_sockets:
+            self.port = self._listen_sockets[0].getsockname()[1]
+        for listening in self._listen_sockets:
+            self._acceptors.append(
+                loop.create_task(self._accept_forever(listening), name="odradek-acceptor")
+            )
         self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
+
+    async def _accept_forever(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            # At max.connections, stop accepting: new peers wait in the backlog (Kafka).
+            await quotas.wait_for_room()
+            try:
+                accepted, address = await loop.sock_accept(listening)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # EMFILE and friends: back off instead of spinning
+                self.logger.warning("accepting a connection failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = str(address[0]) if isinstance(address, tuple) else str(address)
+            if not quotas.try_add(ip):
+                self.logger.info(
+                    "closing a new connection from %s: max.connections.per.ip (%d) reached",
+                    ip,
+                    quotas.limit_for(ip),
+                )
+                accepted.close()
+                continue
+            connection = _Connection(self)
+            connection.counted_ip = ip  # connection_lost gives the slot back
+            try:
+                await loop.connect_accepted_socket(lambda c=connection: c, accepted)
+            except Exception as exc:
+                if connection.counted_ip is not None:
+                    connection.counted_ip = None
+                    quotas.remove(ip)
+                accepted.close()
+                self.logger.warning("cannot set up a connection from %s: %s", ip, exc)
 
     def _make_connection(self) -> _Connection:
         return _Connection(self)
@@ -732,6 +915,15 @@ class NetworkServer:
         if self._server is None:
             return
         server, self._server = self._server, None
+        for acceptor in self._acceptors:
+            acceptor.cancel()
+        for acceptor in self._acceptors:
+            with contextlib.suppress(asyncio.CancelledError):
+                await acceptor
+        self._acceptors.clear()
+        for listening in self._listen_sockets:
+            listening.close()
+        self._listen_sockets.clear()
         server.close()
         if self._reaper is not None:
             self._reaper.cancel()
@@ -764,3 +956,5 @@ class NetworkServer:
         self._connections.clear()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), timeout=max(timeout, 1))
+        if self._own_executor:
+            self.executor.shutdown(wait=False)

@@ -28,10 +28,21 @@ async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request:
     )
 
 
-def _broker_list(server: KafkaServer) -> list[dict[str, Any]]:
+def _endpoints(server: KafkaServer, ctx: RequestContext) -> list[tuple[int, str, int, Any]]:
+    """Every broker as (id, host, port, rack); this broker as the listener the request
+    came in on advertises it, as Kafka answers with the endpoints of that listener."""
+    own = server.advertised_endpoint(ctx.listener_name)
+    brokers = []
+    for b in server.metadata.brokers():
+        host, port = own if b.node_id == server.broker_id and own is not None else (b.host, b.port)
+        brokers.append((b.node_id, host, port, b.rack))
+    return brokers
+
+
+def _broker_list(server: KafkaServer, ctx: RequestContext) -> list[dict[str, Any]]:
     return [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in server.metadata.brokers()
+        {"node_id": node_id, "host": host, "port": port, "rack": rack}
+        for node_id, host, port, rack in _endpoints(server, ctx)
     ]
 
 
@@ -90,7 +101,7 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
         ctx,
         {
             "throttle_time": 0,
-            "brokers": _broker_list(server),
+            "brokers": _broker_list(server, ctx),
             "cluster_id": server.metadata.cluster_id,
             "controller_id": server.metadata.controller_id(),
             "topics": topics,
@@ -110,8 +121,8 @@ async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, requ
             "cluster_id": server.metadata.cluster_id,
             "controller_id": server.metadata.controller_id(),
             "brokers": [
-                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in server.metadata.brokers()
+                {"broker_id": node_id, "host": host, "port": port, "rack": rack}
+                for node_id, host, port, rack in _endpoints(server, ctx)
             ],
             "cluster_authorized_operations": -(2**31),
         },
