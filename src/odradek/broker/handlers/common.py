@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.network import ResponseValues
 from odradek.protocol.build import build_response
 
 if TYPE_CHECKING:
@@ -20,3 +22,36 @@ def respond(ctx: RequestContext, values: dict[str, Any]) -> Any:
 def error_code(name: str) -> ErrorCode:
     """ErrorCode from a Kafka error name such as ``TOPIC_ALREADY_EXISTS``."""
     return ErrorCode[name.lower()]
+
+
+# Items a handler processes between two yields to the event loop; ~1-5 ms of work.
+YIELD_EVERY = 500
+
+
+class Ticker:
+    """Counts the items a handler works through, to yield to the event loop now and then.
+
+    A request may list a million partitions; a handler that loops over them without an
+    ``await`` holds the event loop, and every other connection, for seconds. Call
+    ``await ticker.tick()`` once per item: every ``YIELD_EVERY`` items it lets the loop
+    serve other connections. ``count`` is the total, for ``respond_many``.
+    """
+
+    __slots__ = ("_due", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._due = YIELD_EVERY
+
+    async def tick(self) -> None:
+        self.count += 1
+        if self.count >= self._due:
+            self._due += YIELD_EVERY
+            await asyncio.sleep(0)
+
+
+def respond_many(ctx: RequestContext, values: dict[str, Any], items: int) -> Any:
+    """Like ``respond``, for responses with ``items`` array elements: large ones are built
+    and encoded by the network layer on its threads rather than on the event loop."""
+    del ctx  # the network layer builds it for the request's API and version
+    return ResponseValues(values, items)

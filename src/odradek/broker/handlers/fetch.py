@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import respond
+from odradek.broker.handlers.common import Ticker, respond_many
 from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
 
 if TYPE_CHECKING:
@@ -107,9 +107,11 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
 async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics = []
+    ticker = Ticker()
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await ticker.tick()
             entry: dict[str, Any] = {
                 "partition_index": p.partition_index,
                 "error_code": ErrorCode.none,
@@ -142,4 +144,4 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
                         entry["offset"], entry["timestamp"] = offset, found_timestamp
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return respond(ctx, {"throttle_time": 0, "topics": topics})
+    return respond_many(ctx, {"throttle_time": 0, "topics": topics}, ticker.count)

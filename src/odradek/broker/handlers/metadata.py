@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.handlers.common import Ticker, error_code, respond, respond_many
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -84,7 +84,9 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
         names = [t.name for t in requested if getattr(t, "name", None)]
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
     topics = []
+    ticker = Ticker()
     for name in names:
+        await ticker.tick()
         if (
             server.metadata.topic(name) is None
             and allow_auto_create
@@ -97,7 +99,8 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
                 topics.append({"name": name, "error_code": error_code(exc.error_name)})
                 continue
         topics.append(_topic_entry(server, name))
-    return respond(
+    items = ticker.count + sum(len(t.get("partitions", ())) for t in topics)
+    return respond_many(
         ctx,
         {
             "throttle_time": 0,
@@ -107,6 +110,7 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
             "topics": topics,
             "cluster_authorized_operations": -(2**31),
         },
+        items,
     )
 
 
