@@ -199,6 +199,7 @@ class _Connection(asyncio.Protocol):
         self._pool_blocked = False  # waiting for the pool to reserve the incomplete frame
         self._reading_paused = False
         self._write_paused = False
+        self._writer_idle = False  # the writer waits for responses, none queued
         self._write_resumed: asyncio.Future[None] | None = None
         self._closed = False
         self._stopping = False  # server shutdown: take no new requests
@@ -449,10 +450,22 @@ class _Connection(asyncio.Protocol):
             if outgoing is None:
                 self._request_done()
                 continue
-            self._responses.append(outgoing)
-            self._responses_wakeup.set()
-            if isinstance(outgoing, _Close):
-                return
+            if (
+                isinstance(outgoing, bytes)
+                and self._writer_idle
+                and not self._responses
+                and not self._write_paused
+                and self._transport is not None
+            ):
+                # Nothing is queued before it: send it now rather than waking the writer,
+                # which would wait for its turn behind every other ready connection.
+                self._transport.write(outgoing)
+                self._request_done()
+            else:
+                self._responses.append(outgoing)
+                self._responses_wakeup.set()
+                if isinstance(outgoing, _Close):
+                    return
             if self._pending:
                 # Take turns: a connection with many pipelined requests must not keep the
                 # loop from the others (a handler that never awaits never yields).
@@ -572,7 +585,11 @@ class _Connection(asyncio.Protocol):
                     if self._closed:
                         return
                     self._responses_wakeup.clear()
-                    await self._responses_wakeup.wait()
+                    self._writer_idle = True
+                    try:
+                        await self._responses_wakeup.wait()
+                    finally:
+                        self._writer_idle = False
                 item = self._responses.popleft()
                 if isinstance(item, asyncio.Future):
                     try:

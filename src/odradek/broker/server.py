@@ -86,6 +86,7 @@ class KafkaServer:
         self._background: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
+        self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
         # group joins, syncs and sessions), advanced by one task on the event loop.
         self.timer = Timer()

@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 
 async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    return respond(
+    # The answer only depends on the version asked: build it once per version (building
+    # it costs more than the rest of the request, and clients send one per connection).
+    version = ctx.header.api_version
+    cached = server.api_versions_cache.get(version)
+    if cached is not None:
+        return cached
+    response = respond(
         ctx,
         {
             "error_code": ErrorCode.none,
@@ -26,6 +32,8 @@ async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request:
             "throttle_time": 0,
         },
     )
+    server.api_versions_cache[version] = response
+    return response
 
 
 def _endpoints(server: KafkaServer, ctx: RequestContext) -> list[tuple[int, str, int, Any]]:
