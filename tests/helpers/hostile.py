@@ -71,6 +71,15 @@ def list_offsets_frame(partitions: int, topic: str = "t", correlation: int = 1) 
     return framed(b"".join(body))
 
 
+def fetch_frame(partitions: int, topic: str = "t", correlation: int = 1) -> bytes:
+    """Fetch v4 of ``partitions`` partitions of ``topic`` from offset 0, not waiting."""
+    body = [_header(1, 4, correlation), struct.pack(">iiiib", -1, 0, 0, 52428800, 0)]
+    body.append(struct.pack(">i", 1) + _string(topic) + struct.pack(">i", partitions))
+    entry = struct.Struct(">iqi")
+    body.append(b"".join(entry.pack(i, 0, 1048576) for i in range(partitions)))
+    return framed(b"".join(body))
+
+
 def read_response(sock: socket.socket) -> bytes:
     """One whole response frame (without its size prefix)."""
     size = struct.unpack(">i", _read(sock, 4))[0]

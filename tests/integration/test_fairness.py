@@ -26,6 +26,7 @@ from tests.helpers.broker import BrokerProcess
 from tests.helpers.hostile import (
     Pinger,
     delete_topics_frame,
+    fetch_frame,
     list_offsets_frame,
     percentile,
     produce_frame,
@@ -91,6 +92,7 @@ def _while_hostile(
         ("produce", lambda: produce_frame(ENTRIES)),
         ("delete_topics", lambda: delete_topics_frame(ENTRIES)),
         ("list_offsets", lambda: list_offsets_frame(ENTRIES)),
+        ("fetch", lambda: fetch_frame(ENTRIES)),
     ],
 )
 def test_a_huge_request_does_not_stall_other_clients(

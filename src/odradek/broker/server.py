@@ -429,6 +429,19 @@ class KafkaServer:
             encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
         )
 
+    async def encode_fetch_off_loop(
+        self,
+        ctx: RequestContext,
+        error_code: int,
+        session_id: int,
+        results: list[tuple[str, int, ReadResult]],
+    ) -> ChunkedResponse:
+        """``encode_fetch`` on the network threads, for answers listing many partitions."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._network_pool, self.encode_fetch, ctx, error_code, session_id, results
+        )
+
 
 def _unbound(handler: Callable[[Any, Any], Awaitable[Any]]) -> Handler:
     """Adapt a handler bound to its own object to the server's (server, ctx, request)."""

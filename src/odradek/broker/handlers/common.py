@@ -26,6 +26,8 @@ def error_code(name: str) -> ErrorCode:
 
 # Items a handler processes between two yields to the event loop; ~1-5 ms of work.
 YIELD_EVERY = 500
+# Responses with more array elements than this are encoded off the event loop.
+LARGE_RESPONSE_ITEMS = 2000
 
 
 class Ticker:
