@@ -210,3 +210,30 @@ def test_listeners_share_the_broker_wide_connection_limit(loop_kind: str) -> Non
         await two.shutdown()
 
     run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_full_collections_are_suspended_only_while_a_large_request_is_in_progress(
+    loop_kind: str,
+) -> None:
+    import gc
+
+    async def main() -> None:
+        handler = GateHandler()
+        server = await started(handler)
+        client = await Client.connect(server.port)
+        assert gc.isenabled()
+        client.send_raw(large_frame(1000, 256 * 1024))
+        for _ in range(100):
+            if handler.large_seen:
+                break
+            await asyncio.sleep(0.02)
+        assert handler.large_seen and not gc.isenabled()
+        handler.release.set()
+        await client.read_frame()
+        await asyncio.sleep(0.05)
+        assert gc.isenabled()
+        client.close()
+        await server.shutdown()
+
+    run(loop_kind, main)

@@ -111,6 +111,8 @@ _SMALL_FRAME = 64 * 1024
 # Frames above this size are decoded (and answered) on executor threads. Decoding costs
 # about 5 us per array element; 64 KiB holds at most ~10k elements, ~50 ms on the loop.
 _OFFLOAD_FRAME = 64 * 1024
+# Longest time full garbage collections stay suspended by back-to-back large requests.
+_MAX_SUSPENSION_S = 10.0
 # Listen backlog: where connections wait while max.connections is reached.
 _BACKLOG = 128
 # ResponseValues with more items than this are built and encoded on executor threads.
@@ -759,20 +761,24 @@ class _LargeRequests:
     A request listing a million partitions creates millions of objects; CPython's full
     garbage collections scan every live object and stop every thread, for up to a second
     each, several times over. They are suspended while large requests are in progress
-    (the objects are acyclic and freed by reference counting) and resumed after. The GIL
-    switch interval is shortened too, so the event loop gets the interpreter back from a
-    decoding thread within half a millisecond instead of five.
+    (the objects are acyclic and freed by reference counting) and resumed after. Large
+    requests that follow each other without a gap (producers sending big batches) would
+    keep them suspended for good, so after ``_MAX_SUSPENSION_S`` one full collection runs
+    anyway. The GIL switch interval is shortened too, so the event loop gets the
+    interpreter back from a decoding thread within half a millisecond instead of five.
     """
 
     in_progress = 0
     _saved_interval = 0.005
     _gc_was_enabled = True
+    _suspended_at = 0.0
 
     @classmethod
     def begin(cls) -> None:
         if cls.in_progress == 0:
             cls._gc_was_enabled = gc.isenabled()
             gc.disable()
+            cls._suspended_at = time.monotonic()
             cls._saved_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(cls._saved_interval, 0.0005))
         cls.in_progress += 1
@@ -784,6 +790,9 @@ class _LargeRequests:
             sys.setswitchinterval(cls._saved_interval)
             if cls._gc_was_enabled:
                 gc.enable()
+        elif cls._gc_was_enabled and time.monotonic() - cls._suspended_at > _MAX_SUSPENSION_S:
+            gc.collect()
+            cls._suspended_at = time.monotonic()
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
