@@ -523,7 +523,10 @@ class _Connection(asyncio.Protocol):
             self._deferred.add(future)
             future.add_done_callback(self._deferred.discard)
             return future
-        if large or (isinstance(result, ResponseValues) and result.items > _OFFLOAD_ITEMS):
+        # A handler that counts its items says whether its answer is big; any other
+        # answer to a large request may be (it lists what the request listed).
+        big = result.items > _OFFLOAD_ITEMS if isinstance(result, ResponseValues) else large
+        if big and result is not None and not isinstance(result, ChunkedResponse):
             return await self._loop.run_in_executor(
                 server.executor, self._encode, header, request, result
             )
