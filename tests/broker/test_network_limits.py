@@ -237,3 +237,18 @@ def test_full_collections_are_suspended_only_while_a_large_request_is_in_progres
         await server.shutdown()
 
     run(loop_kind, main)
+
+
+def test_a_negative_idle_time_never_reaps() -> None:
+    async def main() -> None:
+        server = await started(
+            EchoHandler(), connections_max_idle_ms=-1, idle_check_interval_s=0.01
+        )
+        client = await Client.connect(server.port)
+        assert await answered(client, 1)
+        await asyncio.sleep(0.2)
+        assert await answered(client, 2)
+        client.close()
+        await server.shutdown()
+
+    run("asyncio", main)

@@ -278,7 +278,12 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     # Network.
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame.", _at_least(1)),
-    ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    ConfigKey(
+        "connections.max.idle.ms",
+        "long",
+        600000,
+        "Idle connections are closed after this; a negative value never closes them.",
+    ),
     ConfigKey(
         "queued.max.request.bytes",
         "long",

@@ -28,7 +28,7 @@ Errors, as Kafka handles them:
   (logged with its traceback, since it is a bug); for Produce with ``acks=0``, which
   expects no response, the connection is closed instead, as Kafka does;
 * connections idle (nothing read or written, nothing in flight) for
-  ``connections.max.idle.ms`` are closed.
+  ``connections.max.idle.ms`` are closed (a negative value disables this, as in Kafka).
 
 Fairness and limits (no single request or client may stall the others):
 
@@ -838,8 +838,8 @@ class NetworkServer:
         """
         if max_in_flight_per_connection < 1:
             raise ValueError("max_in_flight_per_connection must be >= 1")
-        if max_request_size < 0 or connections_max_idle_ms <= 0:
-            raise ValueError("max_request_size must be >= 0 and connections_max_idle_ms > 0")
+        if max_request_size < 0:
+            raise ValueError("max_request_size must be >= 0")
         self.handler = handler
         self.host = host
         self._requested_port = port
@@ -857,7 +857,7 @@ class NetworkServer:
         self.clock = clock
         self.logger = logger or logging.getLogger(__name__)
         self.write_buffer_limits = write_buffer_limits
-        idle_s = connections_max_idle_ms / 1000
+        idle_s = max(connections_max_idle_ms, 0) / 1000
         self._idle_check_interval = idle_check_interval_s or min(max(idle_s / 4, 0.005), 5.0)
         self._connections: set[_Connection] = set()
         self._connection_ids = itertools.count()
@@ -909,7 +909,8 @@ class NetworkServer:
             self._acceptors.append(
                 loop.create_task(self._accept_forever(listening), name="odradek-acceptor")
             )
-        self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
+        if self.connections_max_idle_ms >= 0:  # negative: never reap (Kafka's meaning)
+            self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
 
     async def _accept_forever(self, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
