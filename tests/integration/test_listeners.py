@@ -6,17 +6,22 @@ odradek. Before, only the first listener of ``listeners`` was bound, silently.
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker import BrokerProcess, free_port
+from tests.helpers.raw import RawClient
 
 pytestmark = pytest.mark.integration
 
+FIND_COORDINATOR = 10
 # A second loopback address: the two listeners differ in host and port.
 OTHER_HOST = "127.0.0.2"
 
@@ -108,3 +113,21 @@ def test_advertised_listeners_name_what_each_listener_tells_clients(tmp_path: Pa
         assert _advertised(broker.bootstrap) == [("127.0.0.1", first)]
     finally:
         broker.stop()
+
+
+def test_find_coordinator_names_the_listener_it_came_in_on(
+    two_listeners: tuple[BrokerProcess, int],
+) -> None:
+    broker, second = two_listeners
+    for host, port in (("127.0.0.1", broker.port), (OTHER_HOST, second)):
+        raw = RawClient.__new__(RawClient)
+        raw.sock, raw.correlation = socket.create_connection((host, port), timeout=30), 0
+        try:
+            for _ in range(50):  # the first call creates __consumer_offsets
+                found: Any = raw.call(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+                if found.error_code == 0:
+                    break
+                time.sleep(0.1)
+        finally:
+            raw.sock.close()
+        assert (found.error_code, found.host, found.port) == (0, host, port)

@@ -71,6 +71,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +89,7 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.versions import API_VERSIONS, PRODUCE, SUPPORTED, api_name
 
 __all__ = [
+    "current_listener",
     "ChunkedResponse",
     "DeferredResponse",
     "NetworkServer",
@@ -117,6 +119,12 @@ _MAX_SUSPENSION_S = 10.0
 _BACKLOG = 128
 # ResponseValues with more items than this are built and encoded on executor threads.
 _OFFLOAD_ITEMS = 2000
+
+
+# The listener of the request being handled, for code that gets no RequestContext (the
+# group coordinator asks for its own endpoint, which depends on the listener). Each
+# connection's processor task sets it once; tasks copy the context they start in.
+current_listener: ContextVar[str] = ContextVar("current_listener", default="PLAINTEXT")
 
 
 @dataclass(slots=True)
@@ -424,6 +432,7 @@ class _Connection(asyncio.Protocol):
     # Processing -------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        current_listener.set(self._server.listener_name)
         while True:
             while not self._pending:
                 if self._closed:

@@ -30,7 +30,12 @@ from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import admin, configs, fetch, metadata, produce
 from odradek.broker.listeners import Endpoint
-from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
+from odradek.broker.network import (
+    ChunkedResponse,
+    NetworkServer,
+    RequestContext,
+    current_listener,
+)
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
@@ -317,6 +322,11 @@ class KafkaServer:
         if topic is None or partition not in topic.partitions:
             return None
         leader = topic.partitions[partition].leader
+        if leader == self.broker_id:
+            # Named as the listener the FindCoordinator came in on advertises us (Kafka).
+            own = self.advertised_endpoint(current_listener.get())
+            if own is not None:
+                return leader, own[0], own[1]
         for broker in self.metadata.brokers():
             if broker.node_id == leader:
                 return broker.node_id, broker.host, broker.port
