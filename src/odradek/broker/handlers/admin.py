@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import Ticker, error_code, respond_many
+from odradek.broker.handlers.common import Ticker, element_builder, error_code, respond_many
 from odradek.cluster.metadata import MetadataError
 from odradek.storage.errors import StorageError
 
@@ -98,6 +98,7 @@ async def handle_delete_topics(server: KafkaServer, ctx: RequestContext, request
     names += [t.name for t in getattr(request, "topics", ()) or () if t.name]
     responses = []
     ticker = Ticker()
+    make_response = element_builder(ctx, "responses")
     for name in names:
         await ticker.tick()
         entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.none}
@@ -112,7 +113,7 @@ async def handle_delete_topics(server: KafkaServer, ctx: RequestContext, request
                 entry["topic_id"] = topic.topic_id
         except MetadataError as exc:
             entry.update(_failure(exc))
-        responses.append(entry)
+        responses.append(make_response(entry))
     return respond_many(ctx, {"throttle_time": 0, "responses": responses}, ticker.count)
 
 

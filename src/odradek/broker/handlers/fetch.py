@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import LARGE_RESPONSE_ITEMS, Ticker, respond_many
+from odradek.broker.handlers.common import (
+    LARGE_RESPONSE_ITEMS,
+    Ticker,
+    element_builder,
+    respond_many,
+)
 from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
 
 if TYPE_CHECKING:
@@ -122,6 +127,7 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics = []
     ticker = Ticker()
+    make_partition = element_builder(ctx, "topics", "partitions")
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
@@ -136,7 +142,7 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
             partition = server.replica_manager.partition(topic.name, int(p.partition_index))
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                partitions.append(entry)
+                partitions.append(make_partition(entry))
                 continue
             entry["leader_epoch"] = partition.leader_epoch
             timestamp = int(p.timestamp)
@@ -156,6 +162,6 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
                     # Never point a consumer past what it may read.
                     if offset < partition.high_watermark or timestamp == MAX_TIMESTAMP:
                         entry["offset"], entry["timestamp"] = offset, found_timestamp
-            partitions.append(entry)
+            partitions.append(make_partition(entry))
         topics.append({"name": topic.name, "partitions": partitions})
     return respond_many(ctx, {"throttle_time": 0, "topics": topics}, ticker.count)

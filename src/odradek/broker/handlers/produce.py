@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import Ticker, respond, respond_many
+from odradek.broker.handlers.common import Ticker, element_builder, respond, respond_many
 from odradek.cluster.metadata import MetadataError, validate_topic_name
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
     acks = int(request.acks)
     responses = []
     ticker = Ticker()
+    make_partition = element_builder(ctx, "responses", "partition_responses")
     for topic_data in request.topic_data:
         name = topic_data.name
         partitions = []
@@ -56,7 +57,7 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                     entry["log_append_time"] = result.log_append_time_ms
                 if result.error_message:
                     entry["error_message"] = result.error_message
-            partitions.append(entry)
+            partitions.append(make_partition(entry))
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None  # Kafka sends no response at all for acks=0
