@@ -80,6 +80,17 @@ def fetch_frame(partitions: int, topic: str = "t", correlation: int = 1) -> byte
     return framed(b"".join(body))
 
 
+def offset_commit_frame(partitions: int, topic: str = "t", correlation: int = 1) -> bytes:
+    """OffsetCommit v2 of group ``g`` (a simple consumer's commit) for ``partitions``
+    partitions of ``topic``."""
+    body = [_header(8, 2, correlation), _string("g"), struct.pack(">i", -1), _string("")]
+    body.append(struct.pack(">q", -1) + struct.pack(">i", 1) + _string(topic))
+    body.append(struct.pack(">i", partitions))
+    entry = struct.Struct(">iqh")
+    body.append(b"".join(entry.pack(i, 5, -1) for i in range(partitions)))
+    return framed(b"".join(body))
+
+
 def read_response(sock: socket.socket) -> bytes:
     """One whole response frame (without its size prefix)."""
     size = struct.unpack(">i", _read(sock, 4))[0]

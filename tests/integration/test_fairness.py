@@ -28,6 +28,7 @@ from tests.helpers.hostile import (
     delete_topics_frame,
     fetch_frame,
     list_offsets_frame,
+    offset_commit_frame,
     percentile,
     produce_frame,
     read_response,
@@ -93,6 +94,7 @@ def _while_hostile(
         ("delete_topics", lambda: delete_topics_frame(ENTRIES)),
         ("list_offsets", lambda: list_offsets_frame(ENTRIES)),
         ("fetch", lambda: fetch_frame(ENTRIES)),
+        ("offset_commit", lambda: offset_commit_frame(ENTRIES)),
     ],
 )
 def test_a_huge_request_does_not_stall_other_clients(
