@@ -27,6 +27,50 @@ def run_server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["--override", "no.such.key=1"], "unknown config key 'no.such.key'"),
         (["--override", "num.partitions=many"], "num.partitions: expected int"),
         (["--override", "listeners=SSL://127.0.0.1:1"], "only PLAINTEXT"),
+        (
+            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"],
+            "listener SSL uses SSL, which is not supported yet",
+        ),
+        (
+            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2"],
+            "not supported yet",
+        ),
+        (
+            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"],
+            "each listener must have a different name",
+        ),
+        (
+            [
+                "--override",
+                "listeners=PLAINTEXT://127.0.0.1:1,B://127.0.0.1:1",
+                "--override",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
+            ],
+            "each listener must have a different port",
+        ),
+        (["--override", "listeners=B://127.0.0.1:1"], "protocol defined for listener B"),
+        (
+            [
+                "--override",
+                "listeners=PLAINTEXT://127.0.0.1:1",
+                "--override",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
+                "--override",
+                "advertised.listeners=B://h:1",
+            ],
+            "listener B is not in listeners",
+        ),
+        (
+            [
+                "--override",
+                "socket.request.max.bytes=1000",
+                "--override",
+                "queued.max.request.bytes=10",
+            ],
+            "queued.max.request.bytes (10) must be larger or equal to socket.request.max.bytes",
+        ),
+        (["--override", "max.connections.per.ip=0"], "can be set to zero only if"),
+        (["--override", "max.connections.per.ip.overrides=h"], "expected host:count pairs"),
         (["--override", "justakey"], "--override expects key=value"),
         (["missing.properties"], "cannot read config file"),
     ],

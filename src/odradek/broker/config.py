@@ -28,6 +28,13 @@ from odradek.broker.kafka_config_names import (
     PLUGIN_KEYS,
     is_kafka_broker_key,
 )
+from odradek.broker.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    parse_advertised,
+    parse_listeners,
+    parse_protocol_map,
+)
 
 LONG_MAX = 2**63 - 1
 
@@ -76,6 +83,27 @@ def _cleanup_policy(value: Any) -> str | None:
     return None
 
 
+def _ip_overrides(value: Any) -> str | None:
+    try:
+        parse_ip_overrides(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def parse_ip_overrides(raw: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    overrides: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ValueError(f"expected host:count pairs, got {item!r}")
+        overrides[host.strip().strip("[]")] = int(count)
+    return overrides
+
+
 def _no_cluster_yet(value: Any) -> str | None:
     # Accepting the key and running a lone broker anyway would surprise anyone who set it.
     if value:
@@ -91,7 +119,14 @@ _KEYS: list[ConfigKey] = [
         "listeners",
         "string",
         "PLAINTEXT://127.0.0.1:9092",
-        "Where the broker listens. Only PLAINTEXT is supported.",
+        "Where the broker listens: NAME://host:port, comma-separated. Only PLAINTEXT "
+        "listeners are supported; others are refused at start-up.",
+    ),
+    ConfigKey(
+        "listener.security.protocol.map",
+        "string",
+        DEFAULT_PROTOCOL_MAP,
+        "Listener name to security protocol, as NAME:PROTOCOL pairs.",
     ),
     ConfigKey(
         "advertised.listeners",
@@ -252,12 +287,49 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     # Network.
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame.", _at_least(1)),
-    ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    ConfigKey(
+        "connections.max.idle.ms",
+        "long",
+        600000,
+        "Idle connections are closed after this; a negative value never closes them.",
+    ),
+    ConfigKey(
+        "queued.max.request.bytes",
+        "long",
+        -1,
+        "Bytes of requests held (received or being answered) across the broker before "
+        "reading pauses; -1 means no limit.",
+    ),
+    ConfigKey(
+        "max.connections",
+        "int",
+        2**31 - 1,
+        "Connections the broker accepts; further ones wait until one closes.",
+        _at_least(0),
+    ),
+    ConfigKey(
+        "max.connections.per.ip",
+        "int",
+        2**31 - 1,
+        "Connections allowed from one IP address; more are closed at once.",
+        _at_least(0),
+    ),
+    ConfigKey(
+        "max.connections.per.ip.overrides",
+        "string",
+        "",
+        "Per-IP or per-hostname limits overriding max.connections.per.ip, as host:count pairs.",
+        _ip_overrides,
+    ),
     ConfigKey(
         "queued.max.requests", "int", 500, "In-flight requests per connection.", _at_least(1)
     ),
     ConfigKey(
-        "num.network.threads", "int", 3, "Accepted for compatibility; one event loop serves."
+        "num.network.threads",
+        "int",
+        3,
+        "Threads that decode large requests and encode their responses off the event loop.",
+        _at_least(1),
     ),
     ConfigKey("num.io.threads", "int", 8, "Threads for blocking storage work.", _at_least(1)),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response.", _at_least(1024)),
@@ -377,6 +449,7 @@ class BrokerConfig:
         for name, raw in (props or {}).items():
             self.set(name, raw)
         self._check_listeners()
+        self._check_network()
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
@@ -439,22 +512,50 @@ class BrokerConfig:
         return Path(first)
 
     @property
+    def listeners(self) -> list[Endpoint]:
+        """Every listener to bind, validated (see :mod:`odradek.broker.listeners`)."""
+        protocols = parse_protocol_map(self._values["listener.security.protocol.map"])
+        return parse_listeners(self._values["listeners"], protocols)
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        """What clients are told, one per listener in the order of ``listeners``."""
+        protocols = parse_protocol_map(self._values["listener.security.protocol.map"])
+        return parse_advertised(self._values["advertised.listeners"], protocols, self.listeners)
+
+    @property
     def listener(self) -> tuple[str, int]:
-        return _parse_listener("listeners", self._values["listeners"])
+        """Host and port of the first listener."""
+        first = self.listeners[0]
+        return first.host or "0.0.0.0", first.port
 
     @property
     def advertised_listener(self) -> tuple[str, int]:
-        raw = self._values["advertised.listeners"]
-        return _parse_listener("advertised.listeners", raw) if raw else self.listener
+        first = self.advertised_listeners[0]
+        return first.host or "0.0.0.0", first.port
 
     @property
     def zookeeper_connect(self) -> str:
         return self._values["zookeeper.connect"]
 
     def _check_listeners(self) -> None:
-        self.listener  # noqa: B018 - validates on construction
-        if self._values["advertised.listeners"]:
-            self.advertised_listener  # noqa: B018
+        self.advertised_listeners  # noqa: B018 - validates listeners too, on construction
+
+    def _check_network(self) -> None:
+        # Kafka's own cross-key checks (KafkaConfig.validateValues).
+        queued = self._values["queued.max.request.bytes"]
+        if 0 < queued < self._values["socket.request.max.bytes"]:
+            raise ConfigError(
+                f"queued.max.request.bytes ({queued}) must be larger or equal to "
+                f"socket.request.max.bytes ({self._values['socket.request.max.bytes']})"
+            )
+        if self._values["max.connections.per.ip"] == 0 and not parse_ip_overrides(
+            self._values["max.connections.per.ip.overrides"]
+        ):
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides is set"
+            )
 
     def topic_defaults(self) -> dict[str, str]:
         """The topic-level config defaults this broker's ``log.*`` keys imply."""
@@ -493,20 +594,3 @@ def _to_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _parse_listener(name: str, raw: str) -> tuple[str, int]:
-    first = raw.split(",")[0].strip()
-    match = re.fullmatch(r"(?:([A-Za-z_]+)://)?(\[[^\]]*\]|[^:]*):(\d+)", first)
-    if not match:
-        raise ConfigError(f"invalid value {raw!r} for {name}: expected PLAINTEXT://host:port")
-    protocol = (match.group(1) or "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise ConfigError(
-            f"invalid value {raw!r} for {name}: only PLAINTEXT listeners are supported"
-        )
-    host = match.group(2).strip("[]") or "0.0.0.0"
-    port = int(match.group(3))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"invalid value {raw!r} for {name}: port out of range")
-    return host, port

@@ -337,7 +337,6 @@ ACCEPTED_WITHOUT_EFFECT: frozenset[str] = frozenset(
     {
         "controlled.shutdown.enable",
         "fetch.max.bytes",
-        "num.network.threads",
         "replica.lag.time.max.ms",
         "transaction.state.log.num.partitions",
         "transactional.id.expiration.ms",

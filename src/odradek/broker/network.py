@@ -28,7 +28,24 @@ Errors, as Kafka handles them:
   (logged with its traceback, since it is a bug); for Produce with ``acks=0``, which
   expects no response, the connection is closed instead, as Kafka does;
 * connections idle (nothing read or written, nothing in flight) for
-  ``connections.max.idle.ms`` are closed.
+  ``connections.max.idle.ms`` are closed (a negative value disables this, as in Kafka).
+
+Fairness and limits (no single request or client may stall the others):
+
+* the server accepts connections itself, so it can honour ``max.connections`` (stop
+  accepting until one closes) and ``max.connections.per.ip`` (close at once), counted
+  across every listener by a shared :class:`~odradek.broker.quotas.ConnectionQuotas`;
+* a shared :class:`~odradek.broker.quotas.MemoryPool` (``queued.max.request.bytes``)
+  reserves each frame larger than ``_SMALL_FRAME`` when its size prefix arrives, as
+  Kafka's MemoryPool does; a connection whose frame does not fit stops reading until
+  answered requests release memory. Small frames are never held back, so a client with
+  ordinary requests is served while big ones wait;
+* after each request the processor yields to the event loop, so one connection with a
+  thousand pipelined requests takes turns with the others;
+* frames larger than ``_OFFLOAD_FRAME`` are decoded, and their responses (and any
+  ``ResponseValues``) built and encoded, on ``executor`` threads: the loop keeps serving
+  other connections while a request listing a million partitions is parsed. Handlers
+  that loop over many items yield to the loop as they go (``handlers.common.Ticker``).
 
 File regions (objects with ``fd``, ``position``, ``length``) inside a ``ChunkedResponse``
 go out with ``os.sendfile`` on the socket once everything before them has left the
@@ -44,15 +61,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import itertools
 import logging
 import os
+import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.broker.quotas import ConnectionQuotas, MemoryPool
+from odradek.protocol.build import build_response
 from odradek.protocol.codec import (
     api_versions_unsupported_response,
     decode_request,
@@ -65,11 +89,13 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.versions import API_VERSIONS, PRODUCE, SUPPORTED, api_name
 
 __all__ = [
+    "current_listener",
     "ChunkedResponse",
     "DeferredResponse",
     "NetworkServer",
     "RequestContext",
     "RequestHandler",
+    "ResponseValues",
 ]
 
 DEFAULT_MAX_REQUEST_SIZE = 104_857_600  # socket.request.max.bytes
@@ -81,6 +107,24 @@ _COPY_CHUNK = 256 * 1024
 _COALESCE_LIMIT = 256 * 1024
 # errno values meaning "sendfile cannot be used for this pair of descriptors".
 _SENDFILE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK}
+# Frames up to this size never wait for the memory pool: a client with ordinary requests
+# keeps being served while big requests wait for memory.
+_SMALL_FRAME = 64 * 1024
+# Frames above this size are decoded (and answered) on executor threads. Decoding costs
+# about 5 us per array element; 64 KiB holds at most ~10k elements, ~50 ms on the loop.
+_OFFLOAD_FRAME = 64 * 1024
+# Longest time full garbage collections stay suspended by back-to-back large requests.
+_MAX_SUSPENSION_S = 10.0
+# Listen backlog: where connections wait while max.connections is reached.
+_BACKLOG = 128
+# ResponseValues with more items than this are built and encoded on executor threads.
+_OFFLOAD_ITEMS = 2000
+
+
+# The listener of the request being handled, for code that gets no RequestContext (the
+# group coordinator asks for its own endpoint, which depends on the listener). Each
+# connection's processor task sets it once; tasks copy the context they start in.
+current_listener: ContextVar[str] = ContextVar("current_listener", default="PLAINTEXT")
 
 
 @dataclass(slots=True)
@@ -92,6 +136,7 @@ class RequestContext:
     client_port: int
     connection_id: str
     received_at: float = 0.0  # the server clock when the frame was complete
+    listener_name: str = "PLAINTEXT"  # the listener the request came in on
 
 
 @dataclass(slots=True)
@@ -114,6 +159,16 @@ class DeferredResponse:
     """
 
     result: Awaitable[object | None]
+
+
+@dataclass(slots=True)
+class ResponseValues:
+    """A response given as ``build_response`` values, built and encoded by the network
+    layer: on an executor thread when ``items`` (a handler's count of array elements)
+    is large, so a response listing a million partitions does not block the loop."""
+
+    values: dict[str, Any]
+    items: int = 0
 
 
 class RequestHandler(Protocol):
@@ -149,8 +204,12 @@ class _Connection(asyncio.Protocol):
         self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
         self._responses_wakeup = asyncio.Event()
         self._in_flight = 0  # received, not yet answered (or dropped for acks=0)
+        self._pool = server.memory_pool
+        self._reserved = 0  # pool bytes reserved for the incomplete frame
+        self._pool_blocked = False  # waiting for the pool to reserve the incomplete frame
         self._reading_paused = False
         self._write_paused = False
+        self._writer_idle = False  # the writer waits for responses, none queued
         self._write_resumed: asyncio.Future[None] | None = None
         self._closed = False
         self._stopping = False  # server shutdown: take no new requests
@@ -161,6 +220,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = server.clock()
         self.client_host = ""
         self.client_port = 0
+        self.counted_ip: str | None = None  # set once the quotas count this connection
         self.connection_id = ""
         self._socket_fd = -1
         self._poll_fd = -1  # a dup of the socket, only while a region waits for the socket
@@ -193,6 +253,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = self._server.clock()
         try:
             frames = self._decoder.feed(data)
+            self._charge(frames)
         except FrameTooLargeError as exc:
             self._log.warning(
                 "closing connection %s from %s:%d: %s",
@@ -204,6 +265,7 @@ class _Connection(asyncio.Protocol):
             self.abort()
             return
         if not frames:
+            self._update_reading()
             return
         now = self.last_active
         for frame in frames:
@@ -240,6 +302,14 @@ class _Connection(asyncio.Protocol):
                 self._loop.remove_writer(self._poll_fd)
             self._close_poll_fd()
         self._server._connections.discard(self)
+        if self.counted_ip is not None:
+            self._server.quotas.remove(self.counted_ip)
+            self.counted_ip = None
+        self._pool.forget(self)
+        self._pool.release(
+            self._reserved + sum(len(f) for f, _ in self._pending if not isinstance(f, _Close))
+        )
+        self._reserved = 0
         self._pending.clear()
         self._pending_bytes = 0
         self._pending_wakeup.set()
@@ -301,12 +371,48 @@ class _Connection(asyncio.Protocol):
             task.cancel()
         return self._tasks
 
+    def _charge(self, frames: list[memoryview | bytes]) -> None:
+        """Account the bytes this read completed, and reserve the frame it started."""
+        pool = self._pool
+        completed = sum(len(frame) for frame in frames)
+        if frames and self._reserved:
+            completed -= self._reserved  # the first frame is the one reserved earlier
+            self._reserved = 0
+        pool.charge(completed)
+        if not self._reserved and not self._pool_blocked:
+            self._reserve()
+
+    def _reserve(self) -> None:
+        size = self._decoder.pending_frame_size
+        if size is None:
+            return
+        pool = self._pool
+        if size <= _SMALL_FRAME or pool.capacity is None or pool.used + size <= pool.capacity:
+            pool.charge(size)
+            self._reserved = size
+            if self._pool_blocked:
+                self._pool_blocked = False
+                self._update_reading()
+            return
+        if not self._pool_blocked:
+            self._pool_blocked = True
+            self._update_reading()
+        pool.wait(self, self._reserve_again)
+
+    def _reserve_again(self) -> None:
+        if not self._closed:
+            self._reserve()
+
+    def _release(self, size: int) -> None:
+        self._pool.release(size)
+
     def _update_reading(self) -> None:
         if self._closed or self._transport is None:
             return
         server = self._server
         over = (
-            self._in_flight >= server.max_in_flight_per_connection
+            self._pool_blocked
+            or self._in_flight >= server.max_in_flight_per_connection
             or self._pending_bytes >= server.max_buffered_bytes_per_connection
         )
         if over and not self._reading_paused:
@@ -326,6 +432,7 @@ class _Connection(asyncio.Protocol):
     # Processing -------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        current_listener.set(self._server.listener_name)
         while True:
             while not self._pending:
                 if self._closed:
@@ -337,30 +444,67 @@ class _Connection(asyncio.Protocol):
                 self._responses.append(frame)
                 self._responses_wakeup.set()
                 return
-            self._pending_bytes -= len(frame)
+            size = len(frame)
+            self._pending_bytes -= size
             try:
                 outgoing = await self._handle_frame(frame, received_at)
             except asyncio.CancelledError:
+                self._release(size)
                 raise
             except Exception as exc:  # a bug in the protocol layer: drop the connection
                 self._log.exception("unexpected error on connection %s", self.connection_id)
                 outgoing = _Close(f"unexpected {type(exc).__name__}")
+            del frame
+            self._release(size)
             if self._closed:
                 return
             if outgoing is None:
                 self._request_done()
                 continue
-            self._responses.append(outgoing)
-            self._responses_wakeup.set()
-            if isinstance(outgoing, _Close):
-                return
+            if (
+                isinstance(outgoing, bytes)
+                and self._writer_idle
+                and not self._responses
+                and not self._write_paused
+                and self._transport is not None
+            ):
+                # Nothing is queued before it: send it now rather than waking the writer,
+                # which would wait for its turn behind every other ready connection.
+                self._transport.write(outgoing)
+                self._request_done()
+            else:
+                self._responses.append(outgoing)
+                self._responses_wakeup.set()
+                if isinstance(outgoing, _Close):
+                    return
+            if self._pending:
+                # Take turns: a connection with many pipelined requests must not keep the
+                # loop from the others (a handler that never awaits never yields).
+                await asyncio.sleep(0)
 
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float
     ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
+        large = len(frame) > _OFFLOAD_FRAME
+        if not large:
+            return await self._handle_decoded(frame, received_at, large=False)
+        _LargeRequests.begin()
+        try:
+            return await self._handle_decoded(frame, received_at, large=True)
+        finally:
+            _LargeRequests.end()
+
+    async def _handle_decoded(
+        self, frame: bytes | memoryview, received_at: float, *, large: bool
+    ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
         server = self._server
         try:
-            header, request = decode_request(frame, server.api_versions)
+            if large:
+                header, request = await self._loop.run_in_executor(
+                    server.executor, decode_request, frame, server.api_versions
+                )
+            else:
+                header, request = decode_request(frame, server.api_versions)
         except DecodeError as exc:
             if (
                 exc.api_key == API_VERSIONS
@@ -370,7 +514,12 @@ class _Connection(asyncio.Protocol):
                 return api_versions_unsupported_response(exc.header, server.api_versions)
             return _Close(f"{exc} (correlation id {exc.correlation_id})")
         ctx = RequestContext(
-            header, self.client_host, self.client_port, self.connection_id, received_at
+            header,
+            self.client_host,
+            self.client_port,
+            self.connection_id,
+            received_at,
+            server.listener_name,
         )
         try:
             result = await server.handler.handle(ctx, request)
@@ -383,7 +532,22 @@ class _Connection(asyncio.Protocol):
             self._deferred.add(future)
             future.add_done_callback(self._deferred.discard)
             return future
-        return self._encode(header, request, result)
+        # A handler that counts its items says whether its answer is big; any other
+        # answer to a large request may be (it lists what the request listed).
+        big = result.items > _OFFLOAD_ITEMS if isinstance(result, ResponseValues) else large
+        if big and result is not None and not isinstance(result, ChunkedResponse):
+            outgoing = await self._loop.run_in_executor(
+                server.executor, self._encode, header, request, result
+            )
+        else:
+            outgoing = self._encode(header, request, result)
+        if large:
+            # Freeing a million decoded entries takes a tenth of a second: drop the last
+            # references on a network thread rather than on the event loop.
+            garbage = [request, result]
+            del request, result
+            await self._loop.run_in_executor(server.executor, garbage.clear)
+        return outgoing
 
     async def _finish_deferred(
         self, header: RequestHeader, request: object, deferred: DeferredResponse
@@ -420,6 +584,10 @@ class _Connection(asyncio.Protocol):
         if isinstance(result, ChunkedResponse):
             return list(result.chunks)
         try:
+            if isinstance(result, ResponseValues):
+                values, result.values = result.values, {}  # freed once built, not after
+                result = build_response(header.api_key, header.api_version, values)
+                del values
             return encode_response(header, result)
         except Exception:
             self._log.exception(
@@ -439,7 +607,11 @@ class _Connection(asyncio.Protocol):
                     if self._closed:
                         return
                     self._responses_wakeup.clear()
-                    await self._responses_wakeup.wait()
+                    self._writer_idle = True
+                    try:
+                        await self._responses_wakeup.wait()
+                    finally:
+                        self._writer_idle = False
                 item = self._responses.popleft()
                 if isinstance(item, asyncio.Future):
                     try:
@@ -603,6 +775,46 @@ class _Connection(asyncio.Protocol):
             self._poll_fd = -1
 
 
+class _LargeRequests:
+    """Process-wide settings while any large request is being decoded, handled or encoded.
+
+    A request listing a million partitions creates millions of objects; CPython's full
+    garbage collections scan every live object and stop every thread, for up to a second
+    each, several times over. They are suspended while large requests are in progress
+    (the objects are acyclic and freed by reference counting) and resumed after. Large
+    requests that follow each other without a gap (producers sending big batches) would
+    keep them suspended for good, so after ``_MAX_SUSPENSION_S`` one full collection runs
+    anyway. The GIL switch interval is shortened too, so the event loop gets the
+    interpreter back from a decoding thread within half a millisecond instead of five.
+    """
+
+    in_progress = 0
+    _saved_interval = 0.005
+    _gc_was_enabled = True
+    _suspended_at = 0.0
+
+    @classmethod
+    def begin(cls) -> None:
+        if cls.in_progress == 0:
+            cls._gc_was_enabled = gc.isenabled()
+            gc.disable()
+            cls._suspended_at = time.monotonic()
+            cls._saved_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(cls._saved_interval, 0.0005))
+        cls.in_progress += 1
+
+    @classmethod
+    def end(cls) -> None:
+        cls.in_progress -= 1
+        if cls.in_progress == 0:
+            sys.setswitchinterval(cls._saved_interval)
+            if cls._gc_was_enabled:
+                gc.enable()
+        elif cls._gc_was_enabled and time.monotonic() - cls._suspended_at > _MAX_SUSPENSION_S:
+            gc.collect()
+            cls._suspended_at = time.monotonic()
+
+
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -627,17 +839,24 @@ class NetworkServer:
         write_buffer_limits: tuple[int, int] = (64 * 1024, 16 * 1024),
         idle_check_interval_s: float | None = None,
         use_sendfile: bool = True,
+        listener_name: str = "PLAINTEXT",
+        quotas: ConnectionQuotas | None = None,
+        memory_pool: MemoryPool | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
         by default ``handler.advertised_versions()`` when the handler has it, else every
         supported version. ``max_buffered_bytes_per_connection`` defaults to
         ``max_request_size``. ``use_sendfile=False`` copies file regions with pread
         (for transports where the socket is not ours, such as TLS).
+
+        ``quotas``, ``memory_pool`` and ``executor`` are shared by every listener of a
+        broker; a server given none gets its own (unlimited quotas and pool, one thread).
         """
         if max_in_flight_per_connection < 1:
             raise ValueError("max_in_flight_per_connection must be >= 1")
-        if max_request_size < 0 or connections_max_idle_ms <= 0:
-            raise ValueError("max_request_size must be >= 0 and connections_max_idle_ms > 0")
+        if max_request_size < 0:
+            raise ValueError("max_request_size must be >= 0")
         self.handler = handler
         self.host = host
         self._requested_port = port
@@ -655,13 +874,22 @@ class NetworkServer:
         self.clock = clock
         self.logger = logger or logging.getLogger(__name__)
         self.write_buffer_limits = write_buffer_limits
-        idle_s = connections_max_idle_ms / 1000
+        idle_s = max(connections_max_idle_ms, 0) / 1000
         self._idle_check_interval = idle_check_interval_s or min(max(idle_s / 4, 0.005), 5.0)
         self._connections: set[_Connection] = set()
         self._connection_ids = itertools.count()
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.use_sendfile = use_sendfile
+        self.listener_name = listener_name
+        self.quotas = quotas or ConnectionQuotas()
+        self.memory_pool = memory_pool or MemoryPool()
+        self._own_executor = executor is None
+        self.executor: Executor = executor or ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="odradek-network"
+        )
+        self._listen_sockets: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task[None]] = []
         self.bytes_sent_with_sendfile = 0
         self.bytes_copied_from_regions = 0
 
@@ -678,13 +906,62 @@ class NetworkServer:
             if callable(advertised):
                 self.api_versions = dict(advertised())
         loop = asyncio.get_running_loop()
+        # Bound without asyncio's server so that accepting can wait (max.connections).
+        # start_serving=False: the server object only owns the listening sockets.
         self._server = await loop.create_server(
-            self._make_connection, self.host, self._requested_port, reuse_address=True
+            self._make_connection,
+            self.host,
+            self._requested_port,
+            reuse_address=True,
+            start_serving=False,
         )
-        sockets = self._server.sockets or ()
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-        self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
+        for transport_socket in self._server.sockets or ():
+            listening = socket.socket(fileno=os.dup(transport_socket.fileno()))
+            listening.setblocking(False)
+            listening.listen(_BACKLOG)
+            self._listen_sockets.append(listening)
+        if self._listen_sockets:
+            self.port = self._listen_sockets[0].getsockname()[1]
+        for listening in self._listen_sockets:
+            self._acceptors.append(
+                loop.create_task(self._accept_forever(listening), name="odradek-acceptor")
+            )
+        if self.connections_max_idle_ms >= 0:  # negative: never reap (Kafka's meaning)
+            self._reaper = loop.create_task(self._reap_forever(), name="odradek-idle-reaper")
+
+    async def _accept_forever(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            # At max.connections, stop accepting: new peers wait in the backlog (Kafka).
+            await quotas.wait_for_room()
+            try:
+                accepted, address = await loop.sock_accept(listening)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # EMFILE and friends: back off instead of spinning
+                self.logger.warning("accepting a connection failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = str(address[0]) if isinstance(address, tuple) else str(address)
+            if not quotas.try_add(ip):
+                self.logger.info(
+                    "closing a new connection from %s: max.connections.per.ip (%d) reached",
+                    ip,
+                    quotas.limit_for(ip),
+                )
+                accepted.close()
+                continue
+            connection = _Connection(self)
+            connection.counted_ip = ip  # connection_lost gives the slot back
+            try:
+                await loop.connect_accepted_socket(lambda c=connection: c, accepted)
+            except Exception as exc:
+                if connection.counted_ip is not None:
+                    connection.counted_ip = None
+                    quotas.remove(ip)
+                accepted.close()
+                self.logger.warning("cannot set up a connection from %s: %s", ip, exc)
 
     def _make_connection(self) -> _Connection:
         return _Connection(self)
@@ -732,6 +1009,15 @@ class NetworkServer:
         if self._server is None:
             return
         server, self._server = self._server, None
+        for acceptor in self._acceptors:
+            acceptor.cancel()
+        for acceptor in self._acceptors:
+            with contextlib.suppress(asyncio.CancelledError):
+                await acceptor
+        self._acceptors.clear()
+        for listening in self._listen_sockets:
+            listening.close()
+        self._listen_sockets.clear()
         server.close()
         if self._reaper is not None:
             self._reaper.cancel()
@@ -764,3 +1050,5 @@ class NetworkServer:
         self._connections.clear()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), timeout=max(timeout, 1))
+        if self._own_executor:
+            self.executor.shutdown(wait=False)

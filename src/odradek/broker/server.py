@@ -23,15 +23,22 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import admin, configs, fetch, log_dirs, metadata, produce
-from odradek.broker.network import ChunkedResponse, NetworkServer, RequestContext
+from odradek.broker.listeners import Endpoint
+from odradek.broker.network import (
+    ChunkedResponse,
+    NetworkServer,
+    RequestContext,
+    current_listener,
+)
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager, broker_log_defaults
@@ -81,10 +88,17 @@ class KafkaServer:
         self._io_pool = ThreadPoolExecutor(
             max_workers=config.get("num.io.threads"), thread_name_prefix="odradek-io"
         )
+        # Decodes large requests and encodes their responses off the event loop (Kafka's
+        # network threads parse requests too).
+        self._network_pool = ThreadPoolExecutor(
+            max_workers=config.get("num.network.threads"), thread_name_prefix="odradek-network"
+        )
+        self.networks: list[NetworkServer] = []
         self._background: list[asyncio.Task[None]] = []
         self._dir_lock: DirLock | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
+        self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
         # group joins, syncs and sessions), advanced by one task on the event loop.
         self.timer = Timer()
@@ -106,17 +120,24 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         # Before anything reads or writes the directory: it must be ours alone, and
         # meant for this broker id (LogDirInUseError / InconsistentBrokerIdError).
         self._dir_lock = DirLock.acquire(self.data_dir)
         meta_properties.check_and_write(self.data_dir, self.broker_id)
-        host, port = self.config.listener
-        adv_host, adv_port = self.config.advertised_listener
+        listeners = self.config.listeners
+        advertised = self.config.advertised_listeners
+        # What Metadata names for each listener; a port 0 is filled in once bound.
+        self.advertised_endpoints: dict[str, tuple[str, int]] = {
+            endpoint.name: (
+                endpoint.host if endpoint.host not in ("0.0.0.0", "::", "") else "127.0.0.1",
+                endpoint.port,
+            )
+            for endpoint in advertised
+        }
+        first_host, first_port = self.advertised_endpoints[advertised[0].name]
         broker_info = BrokerInfo(
-            self.broker_id,
-            adv_host if adv_host not in ("0.0.0.0", "") else "127.0.0.1",
-            adv_port,
-            self.config.get("broker.rack") or None,
+            self.broker_id, first_host, first_port, self.config.get("broker.rack") or None
         )
         self.metadata = LocalMetadataStore(
             self.data_dir, broker_info, self.config.get("cluster.id") or None
@@ -161,25 +182,56 @@ class KafkaServer:
         self._timer_driver = TimerDriver(self.timer)
         self._timer_driver.start()
         self._start_group_coordinator()
-        self.network = NetworkServer(
-            self,
-            host,
-            port,
-            max_request_size=self.config.get("socket.request.max.bytes"),
-            max_in_flight_per_connection=self.config.get("queued.max.requests"),
-            connections_max_idle_ms=self.config.get("connections.max.idle.ms"),
-        )
-        await self.network.start()
-        if adv_port == 0 or (not self.config.get("advertised.listeners") and port == 0):
-            broker_info.port = self.network.port
+        await self._start_listeners(listeners)
+        broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
-        log.info(
-            "odradek broker %d listening on %s:%d (data in %s)",
-            self.broker_id,
-            host,
-            self.network.port,
-            self.data_dir,
+
+    async def _start_listeners(self, listeners: list[Endpoint]) -> None:
+        """Bind every listener, or none: a failure closes the ones already bound."""
+        config = self.config
+        quotas = ConnectionQuotas(
+            config.get("max.connections"),
+            config.get("max.connections.per.ip"),
+            parse_ip_overrides(config.get("max.connections.per.ip.overrides")),
         )
+        pool = MemoryPool(config.get("queued.max.request.bytes"))
+        self.networks = []
+        for endpoint in listeners:
+            network = NetworkServer(
+                self,
+                endpoint.host or "0.0.0.0",
+                endpoint.port,
+                max_request_size=config.get("socket.request.max.bytes"),
+                max_in_flight_per_connection=config.get("queued.max.requests"),
+                connections_max_idle_ms=config.get("connections.max.idle.ms"),
+                listener_name=endpoint.name,
+                quotas=quotas,
+                memory_pool=pool,
+                executor=self._network_pool,
+            )
+            try:
+                await network.start()
+            except BaseException:
+                for started in self.networks:
+                    await started.shutdown(timeout=1)
+                raise
+            self.networks.append(network)
+            host, port = self.advertised_endpoints[endpoint.name]
+            if port == 0:
+                self.advertised_endpoints[endpoint.name] = (host, network.port)
+            log.info(
+                "odradek broker %d listening on %s://%s:%d (data in %s)",
+                self.broker_id,
+                endpoint.name,
+                endpoint.host or "0.0.0.0",
+                network.port,
+                self.data_dir,
+            )
+        self.network = self.networks[0]
+
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """Host and port clients of ``listener_name`` are told to use."""
+        return self.advertised_endpoints.get(listener_name)
 
     async def shutdown(self) -> None:
         """Graceful stop: finish in-flight requests, flush, checkpoint, mark clean."""
@@ -194,7 +246,9 @@ class KafkaServer:
         except Exception:  # never let one step keep the logs from a clean close
             log.exception("answering parked requests failed")
         with contextlib.suppress(Exception):
-            await self.network.shutdown()  # stop accepting, finish what is in flight
+            # Stop accepting, finish what is in flight, on every listener at once.
+            await asyncio.gather(*(network.shutdown() for network in self.networks))
+        self._network_pool.shutdown(wait=False)
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -282,6 +336,11 @@ class KafkaServer:
         if topic is None or partition not in topic.partitions:
             return None
         leader = topic.partitions[partition].leader
+        if leader == self.broker_id:
+            # Named as the listener the FindCoordinator came in on advertises us (Kafka).
+            own = self.advertised_endpoint(current_listener.get())
+            if own is not None:
+                return leader, own[0], own[1]
         for broker in self.metadata.brokers():
             if broker.node_id == leader:
                 return broker.node_id, broker.host, broker.port
@@ -394,6 +453,19 @@ class KafkaServer:
             )
         return ChunkedResponse(
             encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
+        )
+
+    async def encode_fetch_off_loop(
+        self,
+        ctx: RequestContext,
+        error_code: int,
+        session_id: int,
+        results: list[tuple[str, int, ReadResult]],
+    ) -> ChunkedResponse:
+        """``encode_fetch`` on the network threads, for answers listing many partitions."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._network_pool, self.encode_fetch, ctx, error_code, session_id, results
         )
 
 

@@ -40,6 +40,8 @@ from odradek.broker.group.coordinator import (
     OffsetCommitRequestData,
 )
 from odradek.broker.group.group import GroupState
+from odradek.broker.handlers.common import LARGE_RESPONSE_ITEMS, Ticker
+from odradek.broker.network import ResponseValues
 from odradek.protocol.build import build_response
 from odradek.protocol.versions import (
     DELETE_GROUPS,
@@ -134,6 +136,14 @@ def _api_key(request: object) -> int:
 
 def _respond(request: object, values: dict[str, Any]) -> Any:
     return build_response(_api_key(request), _version(request), values)
+
+
+def _respond_many(request: object, values: dict[str, Any], items: int) -> Any:
+    """An answer listing ``items`` partitions: the network layer builds and encodes big
+    ones off the event loop."""
+    if items > LARGE_RESPONSE_ITEMS:
+        return ResponseValues(values, items)
+    return _respond(request, values)
 
 
 def _client_id(ctx: HandlerContext) -> str:
@@ -342,9 +352,11 @@ class GroupHandlers:
         version = _version(request)
         offsets: dict[tuple[str, int], OffsetCommitRequestData] = {}
         fixed: dict[tuple[str, int], ErrorCode] = {}
+        ticker = Ticker()  # a request may list a million partitions: let others in
         for topic in request.topics:
             name = getattr(topic, "name", None)
             for partition in topic.partitions:
+                await ticker.tick()
                 if name is None:
                     continue  # v10 topic ids: answered UNKNOWN_TOPIC_ID below
                 tp = (name, int(partition.partition_index))
@@ -375,6 +387,7 @@ class GroupHandlers:
             name = getattr(topic, "name", None)
             partitions = []
             for partition in topic.partitions:
+                await ticker.tick()
                 if name is None:
                     error = ErrorCode.unknown_topic_id
                 else:
@@ -390,7 +403,7 @@ class GroupHandlers:
             else:
                 entry["name"] = name
             topics.append(entry)
-        return _respond(request, {"throttle_time": 0, "topics": topics})
+        return _respond_many(request, {"throttle_time": 0, "topics": topics}, ticker.count // 2)
 
     async def handle_offset_fetch(self, ctx: HandlerContext, request: Any) -> Any:
         version = _version(request)

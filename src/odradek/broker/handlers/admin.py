@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.handlers.common import Ticker, element_builder, error_code, respond_many
 from odradek.cluster.metadata import MetadataError
 from odradek.storage.errors import StorageError
 
@@ -35,7 +35,9 @@ async def handle_create_topics(server: KafkaServer, ctx: RequestContext, request
     validate_only = bool(getattr(request, "validate_only", False))
     results = []
     seen: set[str] = set()
+    ticker = Ticker()
     for topic in request.topics:
+        await ticker.tick()
         entry: dict[str, Any] = {
             "name": topic.name,
             "error_code": ErrorCode.none,
@@ -88,14 +90,17 @@ async def handle_create_topics(server: KafkaServer, ctx: RequestContext, request
         except MetadataError as exc:
             entry.update(_failure(exc))
         results.append(entry)
-    return respond(ctx, {"throttle_time": 0, "topics": results})
+    return respond_many(ctx, {"throttle_time": 0, "topics": results}, ticker.count)
 
 
 async def handle_delete_topics(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     names = list(getattr(request, "topic_names", ()) or ())
     names += [t.name for t in getattr(request, "topics", ()) or () if t.name]
     responses = []
+    ticker = Ticker()
+    make_response = element_builder(ctx, "responses")
     for name in names:
+        await ticker.tick()
         entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.none}
         try:
             if name in ("__consumer_offsets", "__transaction_state"):
@@ -108,14 +113,16 @@ async def handle_delete_topics(server: KafkaServer, ctx: RequestContext, request
                 entry["topic_id"] = topic.topic_id
         except MetadataError as exc:
             entry.update(_failure(exc))
-        responses.append(entry)
-    return respond(ctx, {"throttle_time": 0, "responses": responses})
+        responses.append(make_response(entry))
+    return respond_many(ctx, {"throttle_time": 0, "responses": responses}, ticker.count)
 
 
 async def handle_create_partitions(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     validate_only = bool(getattr(request, "validate_only", False))
     results = []
+    ticker = Ticker()
     for topic in request.topics:
+        await ticker.tick()
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
         try:
             if topic.assignments:
@@ -124,14 +131,16 @@ async def handle_create_partitions(server: KafkaServer, ctx: RequestContext, req
         except MetadataError as exc:
             entry.update(_failure(exc))
         results.append(entry)
-    return respond(ctx, {"throttle_time": 0, "results": results})
+    return respond_many(ctx, {"throttle_time": 0, "results": results}, ticker.count)
 
 
 async def handle_delete_records(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     topics = []
+    ticker = Ticker()
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await ticker.tick()
             entry: dict[str, Any] = {
                 "partition_index": p.partition_index,
                 "low_watermark": -1,
@@ -155,4 +164,4 @@ async def handle_delete_records(server: KafkaServer, ctx: RequestContext, reques
                     entry["error_code"] = ErrorCode(exc.error_code)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return respond(ctx, {"throttle_time": 0, "topics": topics})
+    return respond_many(ctx, {"throttle_time": 0, "topics": topics}, ticker.count)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.config import KEYS, ConfigError
-from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.handlers.common import Ticker, error_code, respond_many
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -123,7 +123,10 @@ def _describe_broker(server: KafkaServer, name: str, keys: Any) -> dict[str, Any
 
 async def handle_describe_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     results = []
+    ticker = Ticker()
+    items = 0
     for resource in request.resources:
+        await ticker.tick()
         entry: dict[str, Any] = {
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
@@ -147,7 +150,8 @@ async def handle_describe_configs(server: KafkaServer, ctx: RequestContext, requ
         except MetadataError as exc:
             entry.update(error_code=error_code(exc.error_name), error_message=str(exc))
         results.append(entry)
-    return respond(ctx, {"throttle_time": 0, "results": results})
+        items += 1 + len(entry["configs"])
+    return respond_many(ctx, {"throttle_time": 0, "results": results}, items)
 
 
 def _apply(
@@ -185,7 +189,7 @@ def _current_overrides(server: KafkaServer, resource_type: int, name: str) -> di
     raise MetadataError("INVALID_REQUEST", f"resource type {resource_type} is not supported")
 
 
-def _alter_each(
+async def _alter_each(
     server: KafkaServer,
     ctx: RequestContext,
     request: Any,
@@ -195,7 +199,9 @@ def _alter_each(
     ``new_overrides(resource)`` says, or the resource gets the error it raised."""
     validate = bool(request.validate_only)
     responses = []
+    ticker = Ticker()
     for resource in request.resources:
+        await ticker.tick()
         entry: dict[str, Any] = {
             "resource_type": resource.resource_type,
             "resource_name": resource.resource_name,
@@ -209,12 +215,12 @@ def _alter_each(
             name = exc.error_name if isinstance(exc, MetadataError) else "INVALID_CONFIG"
             entry.update(error_code=error_code(name), error_message=str(exc))
         responses.append(entry)
-    return respond(ctx, {"throttle_time": 0, "responses": responses})
+    return respond_many(ctx, {"throttle_time": 0, "responses": responses}, ticker.count)
 
 
 async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     # Legacy AlterConfigs replaces the whole set of overrides.
-    return _alter_each(
+    return await _alter_each(
         server,
         ctx,
         request,
@@ -225,7 +231,7 @@ async def handle_alter_configs(server: KafkaServer, ctx: RequestContext, request
 async def handle_incremental_alter_configs(
     server: KafkaServer, ctx: RequestContext, request: Any
 ) -> Any:
-    return _alter_each(
+    return await _alter_each(
         server, ctx, request, lambda resource: _incremental_overrides(server, resource)
     )
 

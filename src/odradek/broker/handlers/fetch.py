@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import respond
+from odradek.broker.handlers.common import (
+    LARGE_RESPONSE_ITEMS,
+    Ticker,
+    element_builder,
+    respond_many,
+)
 from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
 
 if TYPE_CHECKING:
@@ -39,20 +44,30 @@ class _FetchPlan:
         self.isolation_level = int(getattr(request, "isolation_level", 0))
         self.max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
         self.min_bytes = int(request.min_bytes)
-        self.items: list[tuple[str, int, int, int]] = [
-            (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
-            for topic in request.topics
-            for p in topic.partitions
-        ]
+        self._request = request
+        self.items: list[tuple[str, int, int, int]] = []
+
+    async def collect(self) -> None:
+        """List the partitions asked for, yielding to the loop now and then (a request
+        may list a million)."""
+        ticker = Ticker()
+        for topic in self._request.topics:
+            for p in topic.partitions:
+                await ticker.tick()
+                self.items.append(
+                    (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
+                )
 
     def keys(self) -> list[tuple[str, int]]:
         return [(topic, partition) for topic, partition, _, _ in self.items]
 
-    def read_all(self) -> list[tuple[str, int, ReadResult]]:
+    async def read_all(self) -> list[tuple[str, int, ReadResult]]:
         results = []
         remaining = self.max_bytes
         first = True
+        ticker = Ticker()
         for topic, partition, offset, partition_max in self.items:
+            await ticker.tick()
             limit = max(0, min(partition_max, remaining))
             # Kafka returns at least one whole batch (even one larger than the limits) for
             # the first partition with data, so a consumer can always make progress.
@@ -96,20 +111,27 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
         return server.encode_fetch(ctx, ErrorCode.invalid_fetch_session_epoch, 0, [])
 
     plan = _FetchPlan(server, request)
+    await plan.collect()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:
         await server.wait_for_data(
             plan.keys(), max_wait_ms, lambda: plan.bytes_ready() >= plan.min_bytes
         )
-    return server.encode_fetch(ctx, ErrorCode.none, INVALID_SESSION_ID, plan.read_all())
+    results = await plan.read_all()
+    if len(results) > LARGE_RESPONSE_ITEMS:
+        return await server.encode_fetch_off_loop(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
+    return server.encode_fetch(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
 
 
 async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     isolation_level = int(getattr(request, "isolation_level", 0))
     topics = []
+    ticker = Ticker()
+    make_partition = element_builder(ctx, "topics", "partitions")
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await ticker.tick()
             entry: dict[str, Any] = {
                 "partition_index": p.partition_index,
                 "error_code": ErrorCode.none,
@@ -120,7 +142,7 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
             partition = server.replica_manager.partition(topic.name, int(p.partition_index))
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                partitions.append(entry)
+                partitions.append(make_partition(entry))
                 continue
             entry["leader_epoch"] = partition.leader_epoch
             timestamp = int(p.timestamp)
@@ -140,6 +162,6 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
                     # Never point a consumer past what it may read.
                     if offset < partition.high_watermark or timestamp == MAX_TIMESTAMP:
                         entry["offset"], entry["timestamp"] = offset, found_timestamp
-            partitions.append(entry)
+            partitions.append(make_partition(entry))
         topics.append({"name": topic.name, "partitions": partitions})
-    return respond(ctx, {"throttle_time": 0, "topics": topics})
+    return respond_many(ctx, {"throttle_time": 0, "topics": topics}, ticker.count)

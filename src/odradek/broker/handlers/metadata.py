@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.handlers.common import Ticker, error_code, respond, respond_many
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 
 async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    return respond(
+    # The answer only depends on the version asked: build it once per version (building
+    # it costs more than the rest of the request, and clients send one per connection).
+    version = ctx.header.api_version
+    cached = server.api_versions_cache.get(version)
+    if cached is not None:
+        return cached
+    response = respond(
         ctx,
         {
             "error_code": ErrorCode.none,
@@ -26,12 +32,25 @@ async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request:
             "throttle_time": 0,
         },
     )
+    server.api_versions_cache[version] = response
+    return response
 
 
-def _broker_list(server: KafkaServer) -> list[dict[str, Any]]:
+def _endpoints(server: KafkaServer, ctx: RequestContext) -> list[tuple[int, str, int, Any]]:
+    """Every broker as (id, host, port, rack); this broker as the listener the request
+    came in on advertises it, as Kafka answers with the endpoints of that listener."""
+    own = server.advertised_endpoint(ctx.listener_name)
+    brokers = []
+    for b in server.metadata.brokers():
+        host, port = own if b.node_id == server.broker_id and own is not None else (b.host, b.port)
+        brokers.append((b.node_id, host, port, b.rack))
+    return brokers
+
+
+def _broker_list(server: KafkaServer, ctx: RequestContext) -> list[dict[str, Any]]:
     return [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in server.metadata.brokers()
+        {"node_id": node_id, "host": host, "port": port, "rack": rack}
+        for node_id, host, port, rack in _endpoints(server, ctx)
     ]
 
 
@@ -73,7 +92,9 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
         names = [t.name for t in requested if getattr(t, "name", None)]
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
     topics = []
+    ticker = Ticker()
     for name in names:
+        await ticker.tick()
         if (
             server.metadata.topic(name) is None
             and allow_auto_create
@@ -86,16 +107,18 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
                 topics.append({"name": name, "error_code": error_code(exc.error_name)})
                 continue
         topics.append(_topic_entry(server, name))
-    return respond(
+    items = ticker.count + sum(len(t.get("partitions", ())) for t in topics)
+    return respond_many(
         ctx,
         {
             "throttle_time": 0,
-            "brokers": _broker_list(server),
+            "brokers": _broker_list(server, ctx),
             "cluster_id": server.metadata.cluster_id,
             "controller_id": server.metadata.controller_id(),
             "topics": topics,
             "cluster_authorized_operations": -(2**31),
         },
+        items,
     )
 
 
@@ -110,8 +133,8 @@ async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, requ
             "cluster_id": server.metadata.cluster_id,
             "controller_id": server.metadata.controller_id(),
             "brokers": [
-                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in server.metadata.brokers()
+                {"broker_id": node_id, "host": host, "port": port, "rack": rack}
+                for node_id, host, port, rack in _endpoints(server, ctx)
             ],
             "cluster_authorized_operations": -(2**31),
         },

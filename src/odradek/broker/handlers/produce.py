@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import respond
+from odradek.broker.handlers.common import Ticker, element_builder, respond, respond_many
 from odradek.cluster.metadata import MetadataError, validate_topic_name
 
 if TYPE_CHECKING:
@@ -25,10 +25,13 @@ def _legal_topic_name(name: str | None) -> bool:
 async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
     responses = []
+    ticker = Ticker()
+    make_partition = element_builder(ctx, "responses", "partition_responses")
     for topic_data in request.topic_data:
         name = topic_data.name
         partitions = []
         for partition_data in topic_data.partition_data:
+            await ticker.tick()
             index = int(partition_data.index)
             entry: dict[str, Any] = {
                 "index": index,
@@ -54,11 +57,11 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                     entry["log_append_time"] = result.log_append_time_ms
                 if result.error_message:
                     entry["error_message"] = result.error_message
-            partitions.append(entry)
+            partitions.append(make_partition(entry))
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None  # Kafka sends no response at all for acks=0
-    return respond(ctx, {"responses": responses, "throttle_time": 0})
+    return respond_many(ctx, {"responses": responses, "throttle_time": 0}, ticker.count)
 
 
 async def handle_init_producer_id(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
