@@ -157,3 +157,117 @@ async def test_new_topic_gets_leaders_and_every_broker_hears_of_it(zk_connect: s
             1,
         )
         assert version == 0
+
+
+@run
+async def test_broker_failure_elects_a_new_leader_from_the_isr(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        controller = await c.controller(1)
+        await c.create_topic("t", {0: (2, 3), 1: (2,), 2: (3, 1)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2, isr=(2, 3)), "initial leader")
+        await b2.die()
+        request, _ = await wait_for(
+            lambda: lair_for(b3, ("t", 0), leader=3, isr=(3,), leader_epoch=1),
+            "broker 3 to lead t-0 with epoch 1",
+        )
+        assert request.controller_epoch == controller.epoch
+        state, _version = c.state("t", 0)
+        assert (state.leader, state.leader_epoch, state.isr) == (3, 1, (3,))
+        # No live ISR member and unclean election disabled: no leader, the ISR keeps its
+        # last member so only it may lead again.
+        state, _version = c.state("t", 1)
+        assert (state.leader, state.isr) == (-1, (2,))
+        # Every live broker learns of the dead broker and the new leaders.
+        for broker in (b1, b3):
+            await wait_for(
+                lambda broker=broker: um_for(broker, ("t", 0), leader=3)
+                and live_ids(broker.of(UM)[-1]) == {1, 3},
+                f"UpdateMetadata without broker 2 at broker {broker.broker_id}",
+            )
+        # Untouched partition keeps its leader and epoch.
+        state, _version = c.state("t", 2)
+        assert (state.leader, state.leader_epoch) == (3, 0)
+
+
+@run
+async def test_restarted_broker_gets_its_replicas_and_offline_partition_comes_back(
+    zk_connect: str,
+) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2 = [await c.broker(i) for i in (1, 2)]
+        await c.controller(1)
+        await c.create_topic("t", {0: (2,)})
+        await wait_for(lambda: lair_for(b2, ("t", 0), leader=2), "initial leader")
+        await b2.die()
+        await wait_for(lambda: c.state("t", 0)[0].leader == -1, "t-0 offline")
+        b2 = await c.broker(2)
+        await wait_for(
+            lambda: lair_for(b2, ("t", 0), leader=2, isr=(2,)), "broker 2 leads again"
+        )
+        state, _version = c.state("t", 0)
+        assert state.leader == 2 and state.leader_epoch == 2  # offline (1), elected (2)
+        assert b2.of(UM) and live_ids(b2.of(UM)[0]) == {1, 2}
+
+
+@run
+async def test_unclean_election_when_enabled(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        config = dict(CONFIG, **{"unclean.leader.election.enable": "true"})
+        await c.controller(1, config)
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        # Broker 3 falls out of the ISR (as a leader would write), then the leader dies.
+        state, version = c.state("t", 0)
+        c.admin.update_partition_state(
+            "t", 0, type(state)(2, state.leader_epoch, (2,), state.controller_epoch), version
+        )
+        await b2.die()
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=3, isr=(3,)), "unclean leader 3")
+        state, _version = c.state("t", 0)
+        assert state.leader_recovery_state == 1
+
+
+@run
+async def test_failover_when_the_controllers_session_expires(zk_connect: str) -> None:
+    from tests.helpers.tcp_proxy import TcpProxy
+
+    port = int(zk_connect.split(":")[1].split("/")[0])
+    chroot = zk_connect[zk_connect.index("/") :]
+    proxy = TcpProxy(port).start()
+    try:
+        async with cluster(zk_connect) as c:
+            b1, b2 = [await c.broker(i) for i in (1, 2)]
+            cut_zk = await asyncio.to_thread(
+                ZkClient.connect, proxy.address + chroot, session_timeout_ms=SESSION_MS
+            )
+            first = await c.controller(1, zk=cut_zk)
+            await wait_for(lambda: first.is_active, "controller 1 active")
+            second = await c.controller(2)
+            await c.create_topic("t", {0: (1, 2)})
+            await wait_for(lambda: lair_for(b2, ("t", 0), leader=1), "initial leader")
+            assert not second.is_active
+            old_epoch = first.epoch
+            count = len(b2.of(LAIR))
+            proxy.cut()
+            await wait_for(lambda: second.is_active, "controller 2 takes over", timeout=40)
+            assert second.epoch is not None and old_epoch is not None
+            assert second.epoch > old_epoch
+            # The new controller resends the state to every replica with its epoch.
+            for broker in (b1, b2):
+                await wait_for(
+                    lambda broker=broker: any(
+                        r.controller_id == 2 and r.controller_epoch == second.epoch
+                        for r in broker.of(LAIR)
+                    ),
+                    f"LeaderAndIsr from controller 2 at broker {broker.broker_id}",
+                )
+            assert len(b2.of(LAIR)) > count
+            # Cut off, the old controller cannot know; once it reaches ZooKeeper again it
+            # learns its session expired and resigns.
+            proxy.restore()
+            await wait_for(lambda: not first.is_active, "controller 1 resigned", timeout=30)
+            assert second.is_active
+    finally:
+        proxy.close()
