@@ -62,7 +62,9 @@ class FakeBroker:
                 (size,) = _SIZE.unpack(await reader.readexactly(4))
                 header, request = decode_request(bytearray(await reader.readexactly(size)))
                 self.requests.append((header.api_key, request))
-                writer.write(encode_response(header, _answer(header.api_key, header.api_version, request)))
+                writer.write(
+                    encode_response(header, _answer(header.api_key, header.api_version, request))
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass

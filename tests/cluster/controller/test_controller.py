@@ -145,8 +145,10 @@ async def test_new_topic_gets_leaders_and_every_broker_hears_of_it(zk_connect: s
         assert lair_for(b3, ("orders", 0)) is None  # not a replica
         for broker in (b1, b2, b3):
             await wait_for(
-                lambda broker=broker: um_for(broker, ("orders", 0), leader=1)
-                and um_for(broker, ("orders", 1), leader=2),
+                lambda broker=broker: (
+                    um_for(broker, ("orders", 0), leader=1)
+                    and um_for(broker, ("orders", 1), leader=2)
+                ),
                 f"UpdateMetadata at broker {broker.broker_id}",
             )
         state, version = c.state("orders", 0)
@@ -181,8 +183,9 @@ async def test_broker_failure_elects_a_new_leader_from_the_isr(zk_connect: str) 
         # Every live broker learns of the dead broker and the new leaders.
         for broker in (b1, b3):
             await wait_for(
-                lambda broker=broker: um_for(broker, ("t", 0), leader=3)
-                and live_ids(broker.of(UM)[-1]) == {1, 3},
+                lambda broker=broker: (
+                    um_for(broker, ("t", 0), leader=3) and live_ids(broker.of(UM)[-1]) == {1, 3}
+                ),
                 f"UpdateMetadata without broker 2 at broker {broker.broker_id}",
             )
         # Untouched partition keeps its leader and epoch.
@@ -202,9 +205,7 @@ async def test_restarted_broker_gets_its_replicas_and_offline_partition_comes_ba
         await b2.die()
         await wait_for(lambda: c.state("t", 0)[0].leader == -1, "t-0 offline")
         b2 = await c.broker(2)
-        await wait_for(
-            lambda: lair_for(b2, ("t", 0), leader=2, isr=(2,)), "broker 2 leads again"
-        )
+        await wait_for(lambda: lair_for(b2, ("t", 0), leader=2, isr=(2,)), "broker 2 leads again")
         state, _version = c.state("t", 0)
         assert state.leader == 2 and state.leader_epoch == 2  # offline (1), elected (2)
         assert b2.of(UM) and live_ids(b2.of(UM)[0]) == {1, 2}
@@ -271,3 +272,175 @@ async def test_failover_when_the_controllers_session_expires(zk_connect: str) ->
             assert second.is_active
     finally:
         proxy.close()
+
+
+@run
+async def test_a_zombie_controller_cannot_write_partition_state(zk_connect: str) -> None:
+    from odradek.cluster.controller.context import ControllerContext, LeaderIsr
+    from odradek.cluster.controller.partition_state_machine import (
+        PartitionStateMachine,
+        PartitionStateName,
+    )
+    from odradek.cluster.controller.request_batch import RequestBatch
+    from odradek.cluster.zk.errors import ControllerMoved
+
+    async with cluster(zk_connect) as c:
+        _b1, _b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        first = await c.controller(1)
+        await wait_for(lambda: first.is_active, "controller 1 active")
+        stale_version = first.ctx.epoch_zk_version
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        await first.stop()
+        second = await c.controller(2)
+        await wait_for(lambda: second.is_active, "controller 2 active")
+        before = c.state("t", 0)
+        # A paused controller wakes up with its old epoch and tries an election.
+        ctx = ControllerContext(epoch=1, epoch_zk_version=stale_version)
+        ctx.live_brokers = {3: c.admin.get_broker(3)}
+        ctx.assignment[("t", 0)] = (2, 3)
+        ctx.leadership[("t", 0)] = LeaderIsr.of(*before)
+        ctx.partition_states[("t", 0)] = PartitionStateName.OFFLINE
+        zombie_zk = second.zk
+        machine = PartitionStateMachine(ctx, zombie_zk, RequestBatch(1), lambda _topic: False)
+        with pytest.raises(ControllerMoved):
+            await asyncio.to_thread(
+                machine.handle_state_changes, [("t", 0)], PartitionStateName.ONLINE
+            )
+        assert c.state("t", 0) == before
+
+
+@run
+async def test_topic_deletion_stops_and_deletes_replicas_then_the_znodes(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        controller = await c.controller(1)
+        await c.create_topic("gone", {0: (1, 2), 1: (2, 3)})
+        await c.create_topic("kept", {0: (3,)})
+        await wait_for(lambda: lair_for(b3, ("gone", 1), leader=2), "initial leader")
+        await asyncio.to_thread(c.admin.request_topic_deletion, "gone")
+        await wait_for(
+            lambda: c.admin.get_topics() == ["kept"] and c.admin.get_topic_deletions() == [],
+            "gone removed from ZooKeeper",
+        )
+        assert c.admin.get_entity_config("topics", "gone") == {}
+        for broker, partitions in ((b1, {0}), (b2, {0, 1}), (b3, {1})):
+            deleted = {
+                (t.topic_name, int(p.partition_index))
+                for r in broker.of(SR)
+                for t in r.topic_states
+                for p in t.partition_states
+                if p.delete_partition
+            }
+            assert deleted == {("gone", p) for p in partitions}, broker.broker_id
+            # Before that, every broker heard the topic is being deleted (leader -2).
+            assert any(
+                partition_states(r).get(("gone", 0)) is not None
+                and partition_states(r)[("gone", 0)].leader == -2
+                for r in broker.of(UM)
+            )
+        assert "gone" not in controller.ctx.topics()
+        assert c.state("kept", 0)[0].leader == 3
+
+
+@run
+async def test_controlled_shutdown_moves_leadership_away(zk_connect: str) -> None:
+    from kio.schema.errors import ErrorCode
+
+    async with cluster(zk_connect) as c:
+        b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        controller = await c.controller(1)
+        await c.create_topic("t", {0: (2, 3), 1: (3, 2), 2: (2,), 3: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 3), leader=2), "initial leaders")
+        # t-3's follower fell out of the ISR: leadership cannot move.
+        state, version = c.state("t", 3)
+        c.admin.update_partition_state(
+            "t", 3, type(state)(2, state.leader_epoch, (2,), state.controller_epoch), version
+        )
+        stale = await controller.controlled_shutdown(2, b2.broker_epoch - 1)
+        assert stale.error_code == ErrorCode.stale_broker_epoch
+        result = await controller.controlled_shutdown(2, b2.broker_epoch)
+        assert result.error_code == ErrorCode.none
+        # t-3 has no other ISR member: it stays with broker 2, which retries (t-2 has one
+        # replica only and is not counted, as in Kafka).
+        assert result.remaining == (("t", 3),)
+        state, _ = c.state("t", 0)
+        assert (state.leader, state.isr, state.leader_epoch) == (3, (3,), 1)
+        state, _ = c.state("t", 1)  # broker 2 was a follower: it leaves the ISR
+        assert (state.leader, state.isr) == (3, (3,))
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=3, leader_epoch=1), "new leader")
+        await wait_for(
+            lambda: any(
+                not p.delete_partition and t.topic_name == "t" and p.partition_index == 1
+                for r in b2.of(SR)
+                for t in r.topic_states
+                for p in t.partition_states
+            ),
+            "StopReplica for the follower on broker 2",
+        )
+        not_controller = Controller(c.admin, 3, CONFIG)
+        answer = await not_controller.controlled_shutdown(2, b2.broker_epoch)
+        assert answer.error_code == ErrorCode.not_controller
+        assert b1.of(UM)
+
+
+@run
+async def test_preferred_replica_election_restores_leadership(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        await c.controller(1)
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        await b2.die()
+        await wait_for(lambda: c.state("t", 0)[0].leader == 3, "broker 3 leads")
+        b2 = await c.broker(2)
+        await wait_for(lambda: lair_for(b2, ("t", 0), leader=3), "broker 2 back as follower")
+        # The returning broker rejoins the ISR (as the leader would write).
+        state, version = c.state("t", 0)
+        c.admin.update_partition_state(
+            "t", 0, type(state)(3, state.leader_epoch, (3, 2), state.controller_epoch), version
+        )
+        await asyncio.to_thread(c.admin.request_preferred_replica_election, {("t", 0)})
+        await wait_for(lambda: lair_for(b2, ("t", 0), leader=2, isr=(3, 2)), "broker 2 leads")
+        await wait_for(lambda: c.admin.get_preferred_replica_election() == set(), "request removed")
+        state, _ = c.state("t", 0)
+        assert (state.leader, state.leader_epoch) == (2, 2)
+
+
+@run
+async def test_auto_leader_rebalance(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        config = {
+            "auto.leader.rebalance.enable": "true",
+            "leader.imbalance.check.interval.seconds": "0.5",
+        }
+        await c.controller(1, config)
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        await b2.die()
+        await wait_for(lambda: c.state("t", 0)[0].leader == 3, "broker 3 leads")
+        b2 = await c.broker(2)
+        state, version = c.state("t", 0)
+        # The leader takes broker 2 back into the ISR and tells the controller.
+        c.admin.update_partition_state(
+            "t", 0, type(state)(3, state.leader_epoch, (3, 2), state.controller_epoch), version
+        )
+        await asyncio.to_thread(c.admin.create_isr_change_notification, {("t", 0)})
+        await wait_for(lambda: c.state("t", 0)[0].leader == 2, "rebalanced back to broker 2")
+
+
+@run
+async def test_isr_change_notification_reaches_every_broker(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        b1, _b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        await c.controller(1)
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        state, version = c.state("t", 0)
+        c.admin.update_partition_state(
+            "t", 0, type(state)(2, state.leader_epoch, (2,), state.controller_epoch), version
+        )
+        await asyncio.to_thread(c.admin.create_isr_change_notification, {("t", 0)})
+        await wait_for(lambda: um_for(b1, ("t", 0), isr=(2,)), "UpdateMetadata with the ISR")
+        await wait_for(lambda: c.admin.get_isr_change_notifications() == [], "notification removed")

@@ -27,7 +27,7 @@ from odradek.cluster.controller.context import (
 )
 from odradek.cluster.controller.request_batch import RequestBatch
 from odradek.cluster.zk.client import ZkClient
-from odradek.cluster.zk.errors import NodeExists, StaleVersion
+from odradek.cluster.zk.errors import ControllerMoved, NodeExists, StaleVersion
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,22 @@ VALID_PREVIOUS = {
     NON_EXISTENT: {OFFLINE},
 }
 MAX_CAS_ATTEMPTS = 5
+
+
+def read_leadership(zk: ZkClient, ctx: ControllerContext, tp: TopicPartition) -> LeaderIsr | None:
+    """The partition's state znode, into the context. A znode written by a controller of
+    a later epoch means this one has been replaced: ControllerMoved, as Kafka aborts."""
+    found = zk.get_partition_state(*tp)
+    if found is None:
+        return None
+    state = LeaderIsr.of(*found)
+    if state.controller_epoch > ctx.epoch:
+        raise ControllerMoved(
+            f"{tp[0]}-{tp[1]} was written by controller epoch {state.controller_epoch}, "
+            f"this controller has epoch {ctx.epoch}"
+        )
+    ctx.leadership[tp] = state
+    return state
 
 
 class Strategy(Enum):
@@ -146,12 +162,10 @@ class PartitionStateMachine:
 
     def _elect(self, tp: TopicPartition, strategy: Strategy) -> LeaderIsr | None:
         for _attempt in range(MAX_CAS_ATTEMPTS):
-            current = self.ctx.leadership.get(tp)
+            # Read the znode first, as Kafka does: leaders change the ISR on their own.
+            current = read_leadership(self.zk, self.ctx, tp)
             if current is None:
-                found = self.zk.get_partition_state(*tp)
-                if found is None:
-                    return None
-                current = LeaderIsr.of(*found)
+                return None
             proposed = self._propose(tp, current, strategy)
             if proposed is None:
                 return None
@@ -162,12 +176,7 @@ class PartitionStateMachine:
                     tp[0], tp[1], proposed.znode(), current.zk_version, self.ctx.epoch_zk_version
                 )
             except StaleVersion:
-                # A leader changed the ISR meanwhile: read it again and re-run the election.
-                found = self.zk.get_partition_state(*tp)
-                if found is None:
-                    return None
-                self.ctx.leadership[tp] = LeaderIsr.of(*found)
-                continue
+                continue  # a leader changed the ISR meanwhile: read again, elect again
             state = LeaderIsr(
                 proposed.leader,
                 proposed.leader_epoch,

@@ -21,6 +21,7 @@ from odradek.cluster.controller.context import (
     ReplicaState,
     TopicPartition,
 )
+from odradek.cluster.controller.partition_state_machine import read_leadership
 from odradek.cluster.controller.request_batch import RequestBatch
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.errors import StaleVersion
@@ -89,7 +90,7 @@ class ReplicaStateMachine:
 
     def _remove_from_isr(self, tp: TopicPartition, broker: int) -> None:
         for _attempt in range(MAX_CAS_ATTEMPTS):
-            current = self.ctx.leadership.get(tp)
+            current = read_leadership(self.zk, self.ctx, tp)
             if current is None or (broker not in current.isr and current.leader != broker):
                 return
             # Kafka keeps the last ISR member: with no other in-sync copy, only that
@@ -113,10 +114,6 @@ class ReplicaStateMachine:
                     tp[0], tp[1], proposed.znode(), current.zk_version, self.ctx.epoch_zk_version
                 )
             except StaleVersion:
-                found = self.zk.get_partition_state(*tp)
-                if found is None:
-                    return
-                self.ctx.leadership[tp] = LeaderIsr.of(*found)
                 continue
             state = LeaderIsr(
                 leader,
