@@ -444,3 +444,21 @@ async def test_isr_change_notification_reaches_every_broker(zk_connect: str) -> 
         await asyncio.to_thread(c.admin.create_isr_change_notification, {("t", 0)})
         await wait_for(lambda: um_for(b1, ("t", 0), isr=(2,)), "UpdateMetadata with the ISR")
         await wait_for(lambda: c.admin.get_isr_change_notifications() == [], "notification removed")
+
+
+@run
+async def test_partitions_added_to_a_topic_come_online(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        await c.controller(1)
+        await c.create_topic("t", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("t", 0), leader=2), "initial leader")
+        assignment, version = c.admin.get_topic_assignment("t")
+        grown = type(assignment)({0: (2, 3), 1: (3, 2)}, assignment.topic_id)
+        await asyncio.to_thread(c.admin.set_topic_assignment, "t", grown, version)
+        for broker in (b2, b3):
+            await wait_for(
+                lambda broker=broker: lair_for(broker, ("t", 1), leader=3, isr=(3, 2)),
+                f"LeaderAndIsr t-1 at broker {broker.broker_id}",
+            )
+        assert c.state("t", 0)[0].leader_epoch == 0  # the existing partition is untouched

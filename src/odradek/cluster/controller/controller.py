@@ -106,6 +106,7 @@ class Controller:
         """Take part in controller elections; become active when elected."""
         self.events.start()
         self._elector = ControllerElector(self.zk, self.broker_id, self._elected, self._resigned)
+        self.zk.on_session_lost(lambda: self.events.put_threadsafe(ev.Expire()))
         await asyncio.to_thread(self._elector.start)
 
     async def stop(self) -> None:
@@ -154,8 +155,9 @@ class Controller:
 
     async def _process(self, event: ev.ControllerEvent) -> None:
         if isinstance(event, ev.Elected):
-            await self._failover(event.epoch)
-            return
+            if self._elector is not None and self._elector.epoch == event.epoch:
+                await self._failover(event.epoch)
+            return  # else the seat was lost again before this event ran
         if isinstance(event, ev.ControllerChange | ev.Expire):
             if self._elector is None or not self._elector.is_controller:
                 await self._resign()
