@@ -91,7 +91,7 @@ class ReplicaStateMachine:
     def _remove_from_isr(self, tp: TopicPartition, broker: int) -> None:
         for _attempt in range(MAX_CAS_ATTEMPTS):
             current = read_leadership(self.zk, self.ctx, tp)
-            if current is None or (broker not in current.isr and current.leader != broker):
+            if current is None or broker not in current.isr:
                 return
             # Kafka keeps the last ISR member: with no other in-sync copy, only that
             # broker (or an unclean election) may lead again.
