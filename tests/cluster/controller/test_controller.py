@@ -462,3 +462,27 @@ async def test_partitions_added_to_a_topic_come_online(zk_connect: str) -> None:
                 f"LeaderAndIsr t-1 at broker {broker.broker_id}",
             )
         assert c.state("t", 0)[0].leader_epoch == 0  # the existing partition is untouched
+
+
+@run
+async def test_deletion_waits_for_a_dead_replica_to_return(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        _b1, b2, b3 = [await c.broker(i) for i in (1, 2, 3)]
+        await c.controller(1)
+        await c.create_topic("gone", {0: (2, 3)})
+        await wait_for(lambda: lair_for(b3, ("gone", 0), leader=2), "initial leader")
+        await b3.die()
+        await wait_for(lambda: c.state("gone", 0)[0].isr == (2,), "broker 3 out of the ISR")
+        await asyncio.to_thread(c.admin.request_topic_deletion, "gone")
+        await wait_for(lambda: any(r for r in b2.of(SR)), "StopReplica to broker 2")
+        await asyncio.sleep(0.5)
+        assert c.admin.get_topics() == ["gone"]  # broker 3's replica is not deleted yet
+        b3 = await c.broker(3)
+        await wait_for(lambda: c.admin.get_topics() == [], "deleted once broker 3 is back")
+        assert any(
+            p.delete_partition
+            for r in b3.of(SR)
+            for t in r.topic_states
+            for p in t.partition_states
+        )
+        assert not b3.of(LAIR)  # a topic being deleted is not brought back online
