@@ -6,6 +6,10 @@ again on a new connection after ``controller.socket.retry.backoff`` until it is 
 or the broker is removed (it died; its queue is dropped). The endpoint is the broker's
 ``inter.broker.listener.name`` endpoint from ``/brokers/ids``, or its first PLAINTEXT
 one (``security.inter.broker.protocol`` defaults to PLAINTEXT).
+
+The connection is a small one of its own rather than the client's BrokerConnection: like
+Kafka's controller it sends the versions its protocol level fixes without an ApiVersions
+round trip first, and it needs nothing of the client's pipelining.
 """
 
 from __future__ import annotations

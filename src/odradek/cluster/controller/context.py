@@ -86,10 +86,6 @@ class ControllerContext:
         return set(self.live_brokers)
 
     @property
-    def live_or_shutting_down(self) -> set[int]:
-        return set(self.live_brokers)
-
-    @property
     def live_not_shutting_down(self) -> set[int]:
         return set(self.live_brokers) - self.shutting_down
 
