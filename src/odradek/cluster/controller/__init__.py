@@ -7,6 +7,7 @@ partition and replica state machines (every write a compare-and-set fenced by th
 controller epoch) and tells brokers with LeaderAndIsr, UpdateMetadata and StopReplica.
 """
 
-from odradek.cluster.controller.controller import ControlledShutdownResult, Controller
+from odradek.cluster.controller.controller import Controller
+from odradek.cluster.controller.leadership import ControlledShutdownResult
 
 __all__ = ["ControlledShutdownResult", "Controller"]

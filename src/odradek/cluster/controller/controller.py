@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,6 +29,7 @@ from odradek.cluster.controller.context import (
     ReplicaState,
     TopicPartition,
 )
+from odradek.cluster.controller.leadership import ControlledShutdownResult, LeadershipMoves
 from odradek.cluster.controller.partition_state_machine import PartitionStateMachine, Strategy
 from odradek.cluster.controller.replica_state_machine import ReplicaStateMachine
 from odradek.cluster.controller.request_batch import RequestBatch
@@ -43,15 +43,6 @@ log = logging.getLogger(__name__)
 
 ONLINE = PartitionStateName.ONLINE
 OFFLINE = PartitionStateName.OFFLINE
-
-
-@dataclass(frozen=True, slots=True)
-class ControlledShutdownResult:
-    """What a ControlledShutdown response carries: an error code and the partitions the
-    broker still leads (it retries while there are any, as Kafka's broker does)."""
-
-    error_code: ErrorCode
-    remaining: tuple[TopicPartition, ...] = ()
 
 
 def _bool(value: Any) -> bool:
@@ -81,6 +72,9 @@ class Controller:
             self.partitions,
             self.replicas,
             _bool(config.get("delete.topic.enable", True)),
+        )
+        self.leadership = LeadershipMoves(
+            self.ctx, zk, self.partitions, self.replicas, self.imbalance_percentage
         )
         self.channels = ControllerChannelManager(broker_id, config)
         self.events = ev.ControllerEventManager(self._process)
@@ -246,11 +240,11 @@ class Controller:
         elif isinstance(event, ev.IsrChangeNotification):
             self._on_isr_change()
         elif isinstance(event, ev.PreferredReplicaElection):
-            self._on_preferred_election_request()
+            self.leadership.on_preferred_election_request()
         elif isinstance(event, ev.AutoPreferredReplicaLeaderElection):
-            self._check_leader_imbalance()
+            self.leadership.check_leader_imbalance()
         elif isinstance(event, ev.ControlledShutdown):
-            return self._on_controlled_shutdown(event.broker_id, event.broker_epoch)
+            return self.leadership.controlled_shutdown(event.broker_id, event.broker_epoch)
         self._forget_deleted_topics()
         return None
 
@@ -424,79 +418,7 @@ class Controller:
             [seq for seq, _tps in notifications], self.ctx.epoch_zk_version
         )
 
-    # leadership moves -----------------------------------------------------------
-
-    def _on_controlled_shutdown(self, broker: int, broker_epoch: int) -> ControlledShutdownResult:
-        if not self.ctx.is_live(broker):
-            return ControlledShutdownResult(ErrorCode.broker_not_available)
-        if broker_epoch != -1 and broker_epoch < self.ctx.broker_epochs[broker]:
-            return ControlledShutdownResult(ErrorCode.stale_broker_epoch)
-        self.ctx.shutting_down.add(broker)
-        log.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker)
-        movable = [
-            tp
-            for tp in self.ctx.partitions_on_broker(broker)
-            if tp[0] not in self.ctx.topics_to_delete and len(self.ctx.assignment[tp]) > 1
-        ]
-        led = [tp for tp in movable if self._leader(tp) == broker]
-        self.partitions.handle_state_changes(led, ONLINE, Strategy.CONTROLLED_SHUTDOWN)
-        followers = [(tp, broker) for tp in movable if tp not in led]
-        self.replicas.handle_state_changes(followers, ReplicaState.OFFLINE)
-        remaining = tuple(
-            tp
-            for tp in self.ctx.partitions_on_broker(broker)
-            if self._leader(tp) == broker and len(self.ctx.assignment[tp]) > 1
-        )
-        return ControlledShutdownResult(ErrorCode.none, remaining)
-
-    def _leader(self, tp: TopicPartition) -> int | None:
-        state = self.ctx.leadership.get(tp)
-        return None if state is None else state.leader
-
-    def _on_preferred_election_request(self) -> None:
-        requested = self.zk.get_preferred_replica_election()
-        if not requested:
-            return
-        valid = [
-            tp
-            for tp in sorted(requested)
-            if tp in self.ctx.assignment and tp[0] not in self.ctx.topics_to_delete
-        ]
-        self._elect_preferred(valid)
-        self.zk.delete_preferred_replica_election(self.ctx.epoch_zk_version)
-
-    def _elect_preferred(self, partitions: list[TopicPartition]) -> None:
-        eligible = [
-            tp
-            for tp in partitions
-            if self.ctx.partition_state(tp) in (ONLINE, OFFLINE)
-            and self._leader(tp) != self.ctx.assignment[tp][0]
-        ]
-        self.partitions.handle_state_changes(eligible, ONLINE, Strategy.PREFERRED)
-
-    def _check_leader_imbalance(self) -> None:
-        """Kafka's checkAndTriggerAutoLeaderRebalance: a broker whose share of partitions
-        it should lead (it is first in the assignment) but does not exceeds
-        ``leader.imbalance.per.broker.percentage`` gets those partitions back."""
-        for broker in sorted(self.ctx.live_not_shutting_down):
-            preferred = [
-                tp
-                for tp, replicas in sorted(self.ctx.assignment.items())
-                if replicas and replicas[0] == broker and tp[0] not in self.ctx.topics_to_delete
-            ]
-            if not preferred:
-                continue
-            imbalanced = [tp for tp in preferred if self._leader(tp) != broker]
-            if len(imbalanced) * 100 / len(preferred) > self.imbalance_percentage:
-                candidates = [
-                    tp for tp in imbalanced if broker in self.ctx.leadership.get(tp, _NO_STATE).isr
-                ]
-                self._elect_preferred(candidates)
-
     def _unclean_enabled(self, topic: str) -> bool:
         overrides = self.zk.get_entity_config(paths.CONFIG_TYPE_TOPIC, topic)
         value = overrides.get("unclean.leader.election.enable")
         return self.unclean_default if value is None else _bool(value)
-
-
-_NO_STATE = LeaderIsr(-1, -1, (), -1, -1)
