@@ -10,7 +10,10 @@ import pytest
 
 from odradek.protocol import interbroker as ib
 from odradek.protocol.build import build
-from odradek.protocol.versions import SUPPORTED
+from odradek.protocol.codec import decode_request, decode_response, encode_request, encode_response
+from odradek.protocol.error_responses import error_response
+from odradek.protocol.headers import RequestHeader, request_header_version
+from odradek.protocol.versions import METADATA, SUPPORTED, advertised, api_name, is_flexible
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 
@@ -92,9 +95,53 @@ def test_flexible_versions_follow_kafka() -> None:
     assert ib.request_header_version(ib.LEADER_AND_ISR, 4) == 2
 
 
-def test_not_advertised_yet() -> None:
-    for api_key in ib.INTERBROKER_VERSIONS:
-        assert api_key not in SUPPORTED
+def test_in_the_version_table_but_advertised_only_with_a_handler() -> None:
+    for api_key, bounds in ib.INTERBROKER_VERSIONS.items():
+        assert SUPPORTED[api_key] == bounds
+        assert api_key not in advertised([METADATA])
+        assert api_key in advertised([METADATA, api_key])
+
+
+@pytest.mark.parametrize(("api_key", "version", "kind"), ALL_VERSIONS)
+def test_framed_through_the_codec(api_key: int, version: int, kind: str) -> None:
+    """Built with build.py, framed by the codec, read back by the untrusted-bytes reader."""
+    entity = _sample(_class(api_key, version, kind))
+    if kind == "request":
+        frame = encode_request(version, 7, "controller-1", entity)
+        header, decoded = decode_request(bytearray(frame[4:]))
+        assert (header.api_key, header.api_version, header.correlation_id) == (
+            api_key,
+            version,
+            7,
+        )
+        expected_client = (
+            None if (api_key, version) == (ib.CONTROLLED_SHUTDOWN, 0) else "controller-1"
+        )
+        assert header.client_id == expected_client
+    else:
+        request_header = RequestHeader(api_key, version, 9, "x")
+        frame = encode_response(request_header, entity)
+        correlation_id, decoded = decode_response(api_key, version, frame[4:])
+        assert correlation_id == 9
+    assert decoded == entity
+
+
+def test_controlled_shutdown_v0_uses_request_header_v0() -> None:
+    entity = build(ib.request_class(ib.CONTROLLED_SHUTDOWN, 0), {"broker_id": 3})
+    frame = encode_request(0, 5, "ignored", entity)
+    # size, api key 7, version 0, correlation id 5, broker id 3: no client id at all.
+    assert frame == bytes.fromhex("0000000c 0007 0000 00000005 00000003".replace(" ", ""))
+    assert request_header_version(ib.CONTROLLED_SHUTDOWN, 0) == 0
+    assert request_header_version(ib.CONTROLLED_SHUTDOWN, 1) == 1
+    assert request_header_version(ib.UPDATE_METADATA, 6) == 2
+    assert api_name(ib.LEADER_AND_ISR) == "LeaderAndIsr"
+    assert is_flexible(ib.STOP_REPLICA, 2) and not is_flexible(ib.STOP_REPLICA, 1)
+
+
+def test_error_response_for_interbroker_apis() -> None:
+    request = build(ib.request_class(ib.UPDATE_METADATA, 7), {"controller_id": 1})
+    response = error_response(ib.UPDATE_METADATA, 7, request, 11)
+    assert int(response.error_code) == 11
 
 
 def test_versions_outside_kafkas_range_are_refused() -> None:

@@ -8,13 +8,14 @@ import io
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
 from odradek.protocol.lenient import read_entity
 from odradek.protocol.primitives import uvarint
+from odradek.protocol.schemas import request_type as load_request_schema
+from odradek.protocol.schemas import response_type as load_response_schema
 from odradek.protocol.versions import API_VERSIONS, FETCH, METADATA, SUPPORTED
 
 st.register_type_strategy(Records, st.binary(max_size=16))

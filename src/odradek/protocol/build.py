@@ -25,6 +25,8 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from odradek.protocol import interbroker
+
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -121,6 +123,8 @@ def _names_in_any_version(cls: type) -> frozenset[str]:
 
     api_key = getattr(cls, "__api_key__", None)
     names: set[str] = {f.name for f in dataclasses.fields(cls)}
+    if api_key is not None and int(api_key) in interbroker.INTERBROKER_VERSIONS:
+        return frozenset(names | _interbroker_names(cls, int(api_key)))
     if api_key is None or int(api_key) not in api_key_map:
         return frozenset(names)
     entity_type = EntityType.response if "response" in cls.__module__ else EntityType.request
@@ -133,6 +137,41 @@ def _names_in_any_version(cls: type) -> frozenset[str]:
         if other is not None and dataclasses.is_dataclass(other):
             names.update(f.name for f in dataclasses.fields(other))
     return frozenset(names)
+
+
+def _interbroker_names(cls: type, api_key: int) -> set[str]:
+    low, high = interbroker.INTERBROKER_VERSIONS[api_key]
+    entity_type = getattr(cls, "__type__", None)
+    names: set[str] = set()
+    for version in range(low, high + 1):
+        if entity_type is EntityType.request:
+            other = interbroker.request_class(api_key, version)
+        elif entity_type is EntityType.response:
+            other = interbroker.response_class(api_key, version)
+        else:  # a nested struct: any version's field names of the same struct name
+            return _interbroker_nested_names(cls, api_key)
+        names.update(f.name for f in dataclasses.fields(other))
+    return names
+
+
+def _interbroker_nested_names(cls: type, api_key: int) -> set[str]:
+    low, high = interbroker.INTERBROKER_VERSIONS[api_key]
+    names: set[str] = set()
+    for version in range(low, high + 1):
+        for top in (interbroker.request_class, interbroker.response_class):
+            for nested in _nested_classes(top(api_key, version)):
+                if nested.__name__ == cls.__name__:
+                    names.update(f.name for f in dataclasses.fields(nested))
+    return names
+
+
+def _nested_classes(cls: type) -> list[type]:
+    found = []
+    for plan in _plan(cls):
+        if plan.kind in ("entities", "entity"):
+            found.append(plan.target)
+            found.extend(_nested_classes(plan.target))
+    return found
 
 
 def build(cls: type, values: Mapping[str, Any]) -> Any:
@@ -168,6 +207,10 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
 
 @cache
 def _top_level_class(api_key: int, api_version: int, entity_type: EntityType) -> type:
+    if api_key in interbroker.INTERBROKER_VERSIONS:
+        if entity_type is EntityType.request:
+            return interbroker.request_class(api_key, api_version)
+        return interbroker.response_class(api_key, api_version)
     module = load_payload_module(api_key, api_version, entity_type)
     for name in dir(module):
         obj = getattr(module, name)

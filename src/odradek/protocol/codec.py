@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
 from odradek.protocol import lenient
@@ -38,6 +37,7 @@ from odradek.protocol.headers import (
     parse_response_header,
 )
 from odradek.protocol.lenient import read_entity
+from odradek.protocol.schemas import request_type, response_type
 from odradek.protocol.versions import (
     API_VERSIONS,
     SUPPORTED,
@@ -61,9 +61,9 @@ _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 
 
-# kio resolves schema classes by dotted name on every call; these run per request.
-_request_type = cache(load_request_schema)
-_response_type = cache(load_response_schema)
+# Cached lookups (kio resolves schema classes by dotted name on every call).
+_request_type = request_type
+_response_type = response_type
 
 
 def _read_body(entity_type: type, payload: bytes | bytearray | memoryview, offset: int) -> Any:

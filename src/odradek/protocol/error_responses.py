@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from kio.index import load_response_schema
-
+from odradek.protocol import schemas
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.versions import API_VERSIONS, build_api_versions_response
 
@@ -96,7 +95,7 @@ def error_response(api_key: int, api_version: int, request: object, error_code: 
     code = ErrorCode(error_code)
     if api_key == API_VERSIONS:
         return build_api_versions_response(api_version, {}, error_code=code)
-    response_type = load_response_schema(api_key, api_version)
+    response_type = schemas.response_type(api_key, api_version)
     return _build(response_type, request, code)
 
 

@@ -11,6 +11,9 @@ Request header v2 (flexible API versions) is v1 followed by a tagged-field secti
 ``client_id`` keeps the int16 length even in v2: Kafka special-cases it so that a broker
 can always read the header of an ApiVersions request of any version.
 
+Request header v0 (api key, version, correlation id; no client id) is used by one API
+version alone: ControlledShutdown v0, as Kafka's schema says.
+
 Response header v0 is ``correlation_id int32``; v1 (flexible versions) adds a tagged-field
 section. ApiVersions responses always use v0, so that a client that sent a version the
 broker does not know can still read the reply.
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from odradek.protocol.errors import DecodeError, ErrorCode
 from odradek.protocol.primitives import skip_tagged_fields
-from odradek.protocol.versions import API_VERSIONS, is_flexible
+from odradek.protocol.versions import API_VERSIONS, CONTROLLED_SHUTDOWN, is_flexible
 
 __all__ = [
     "REQUEST_HEADER_FIXED_SIZE",
@@ -59,7 +62,9 @@ class RequestHeader:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    """1 for non-flexible API versions, 2 for flexible ones."""
+    """1 for non-flexible API versions, 2 for flexible ones, 0 for ControlledShutdown v0."""
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
     return 2 if is_flexible(api_key, api_version) else 1
 
 
@@ -96,6 +101,8 @@ def parse_request_header(
         "api_version": api_version,
     }
     offset = REQUEST_HEADER_FIXED_SIZE
+    if known_api and request_header_version(api_key, api_version) == 0:
+        return RequestHeader(api_key, api_version, correlation_id, None), offset
     if size < offset + 2:
         raise DecodeError("request header truncated before client_id", **context)
     (length,) = _INT16.unpack_from(payload, offset)
@@ -128,6 +135,8 @@ def encode_request_header(
 ) -> bytes:
     """Request header v1 or v2, whichever the API version calls for."""
     parts = [_FIXED.pack(api_key, api_version, correlation_id)]
+    if request_header_version(api_key, api_version) == 0:
+        return parts[0]
     if client_id is None:
         parts.append(_INT16.pack(-1))
     else:

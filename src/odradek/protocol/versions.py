@@ -43,6 +43,10 @@ How the ranges were chosen (see /work/shared/FACTS.md for what each client sends
   FindCoordinator >= 4 (``coordinator_keys``), LeaveGroup >= 3 (``members``), OffsetFetch
   >= 8 (``groups``), and JoinGroup >= 4 (KIP-394 MEMBER_ID_REQUIRED is allowed, not
   required).
+* The ZooKeeper-era inter-broker RPCs (LeaderAndIsr 0-7, StopReplica 0-4, UpdateMetadata
+  0-8, ControlledShutdown 0-3: Kafka 3.9's ranges) are decoded and encoded like every other
+  API (their classes come from ``interbroker``, kio no longer has them); a broker
+  advertises them only once it has handlers for them, like every other key.
 """
 
 from __future__ import annotations
@@ -55,11 +59,17 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 
+from odradek.protocol import interbroker
+
 # API keys by Kafka's names, for readable code elsewhere (Kafka's ApiKeys enum).
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+LEADER_AND_ISR = interbroker.LEADER_AND_ISR
+STOP_REPLICA = interbroker.STOP_REPLICA
+UPDATE_METADATA = interbroker.UPDATE_METADATA
+CONTROLLED_SHUTDOWN = interbroker.CONTROLLED_SHUTDOWN
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
@@ -94,6 +104,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (1, 9),
+    # Controller -> broker and broker -> controller (ZooKeeper mode), Kafka 3.9's ranges.
+    LEADER_AND_ISR: (0, 7),
+    STOP_REPLICA: (0, 4),
+    UPDATE_METADATA: (0, 8),
+    CONTROLLED_SHUTDOWN: (0, 3),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 8),
     FIND_COORDINATOR: (0, 5),
@@ -130,8 +145,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 """api_key -> (min, max) odradek advertises and decodes. Treat as read-only."""
 
 
+_INTERBROKER_NAMES = {
+    LEADER_AND_ISR: "LeaderAndIsr",
+    STOP_REPLICA: "StopReplica",
+    UPDATE_METADATA: "UpdateMetadata",
+    CONTROLLED_SHUTDOWN: "ControlledShutdown",
+}
+
+
 def api_name(api_key: int) -> str:
     """Kafka's CamelCase name of an API key (``"ApiVersions"``), or ``"Unknown(<key>)"``."""
+    if api_key in _INTERBROKER_NAMES:
+        return _INTERBROKER_NAMES[api_key]
     snake = api_key_map.get(api_key)
     if snake is None:
         return f"Unknown({api_key})"
@@ -173,6 +198,9 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     client newer than kio, which is what the ApiVersions fallback must parse) has the
     flexibility of the nearest version kio knows. Unknown API keys raise ``KeyError``.
     """
+    if api_key in interbroker.INTERBROKER_VERSIONS:
+        low, high = interbroker.INTERBROKER_VERSIONS[api_key]
+        return interbroker.is_flexible(api_key, min(max(api_version, low), high))
     name = api_key_map[api_key]
     known = sorted(schema_name_map[name])
     nearest = min(known, key=lambda version: (abs(version - api_version), -version))

@@ -32,11 +32,13 @@ from odradek.cluster.zk.codecs import (
     decode_config_entity,
     decode_controller_epoch,
     decode_isr_change,
+    decode_preferred_replica_election,
     encode_cluster_id,
     encode_config_change,
     encode_config_entity,
     encode_controller_epoch,
     encode_isr_change,
+    encode_preferred_replica_election,
     random_kafka_uuid,
 )
 from odradek.cluster.zk.errors import (
@@ -97,6 +99,14 @@ class ZkClient(ZkSession):
     def get_broker(self, broker: int) -> BrokerRegistration | None:
         found = self._get(paths.broker_id(broker))
         return None if found is None else BrokerRegistration.decode(broker, found[0])
+
+    def get_broker_with_epoch(self, broker: int) -> tuple[BrokerRegistration, int] | None:
+        """The registration and the broker epoch (creation zxid of the ephemeral znode),
+        which the controller puts in every request it sends that broker."""
+        found = self._get(paths.broker_id(broker))
+        if found is None:
+            return None
+        return BrokerRegistration.decode(broker, found[0]), found[1].czxid
 
     def get_broker_ids(self) -> list[int]:
         return sorted(int(name) for name in self._children(paths.BROKER_IDS) if name.isdigit())
@@ -229,6 +239,27 @@ class ZkClient(ZkSession):
 
     def get_topic_deletions(self) -> list[str]:
         return sorted(self._children(paths.DELETE_TOPICS))
+
+    def delete_topic_znodes(self, topic: str, controller_epoch_version: int) -> None:
+        """The controller's last step of a topic deletion (Kafka's TopicDeletionManager):
+        the assignment with its partition states, the config, then the deletion request.
+        Each removal is fenced by the controller epoch."""
+        for path in (paths.topic(topic), paths.topic_config(topic), paths.delete_topic(topic)):
+            self._delete_fenced(path, controller_epoch_version, recursive=True)
+
+    def delete_topic_deletion(self, topic: str, controller_epoch_version: int) -> None:
+        """Drop a deletion request the controller will not act on (the topic is unknown)."""
+        self._delete_fenced(paths.delete_topic(topic), controller_epoch_version)
+
+    def _delete_fenced(
+        self, path: str, controller_epoch_version: int, recursive: bool = False
+    ) -> None:
+        children = self._children(path) if recursive else []
+        for child in children:
+            self._delete_fenced(f"{path}/{child}", controller_epoch_version, recursive=True)
+        results = self._multi(controller_epoch_version, lambda txn: txn.delete(path))
+        if isinstance(results[-1], Exception) and not isinstance(results[-1], NoNodeError):
+            raise results[-1]
 
     # --- controller ---------------------------------------------------------------
 
@@ -396,6 +427,58 @@ class ZkClient(ZkSession):
             makepath=True,
         )
         return str(created)
+
+    def delete_isr_change_notifications(
+        self, sequences: list[int], controller_epoch_version: int
+    ) -> None:
+        for sequence in sequences:
+            self._delete_fenced(paths.isr_change(sequence), controller_epoch_version)
+
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        found = self._get(paths.PREFERRED_REPLICA_ELECTION)
+        return set() if found is None else decode_preferred_replica_election(found[0])
+
+    def request_preferred_replica_election(self, partitions: set[TopicPartition]) -> None:
+        """What Kafka's old ``kafka-preferred-replica-election`` tool writes."""
+        self._call(
+            self._zk.create,
+            paths.PREFERRED_REPLICA_ELECTION,
+            encode_preferred_replica_election(partitions),
+            makepath=True,
+        )
+
+    def delete_preferred_replica_election(self, controller_epoch_version: int) -> None:
+        self._delete_fenced(paths.PREFERRED_REPLICA_ELECTION, controller_epoch_version)
+
+    def watch_children(
+        self, path: str, callback: Callable[[list[str]], None]
+    ) -> Callable[[], None]:
+        """``callback(child names)`` now and on every change of ``path``'s children
+        (the path is created if missing). Runs on kazoo's thread: return quickly."""
+        self._call(self._zk.ensure_path, path)
+        stopped = threading.Event()
+
+        def changed(children: list[str]) -> bool | None:
+            if stopped.is_set():
+                return False
+            callback(sorted(children))
+            return None
+
+        self._zk.ChildrenWatch(path, changed)
+        return stopped.set
+
+    def watch_exists(self, path: str, callback: Callable[[bool], None]) -> Callable[[], None]:
+        """``callback(exists)`` now and whenever ``path`` is created, changed or deleted."""
+        stopped = threading.Event()
+
+        def changed(data: bytes | None, _stat: ZnodeStat | None) -> bool | None:
+            if stopped.is_set():
+                return False
+            callback(data is not None)
+            return None
+
+        self._zk.DataWatch(path, changed)
+        return stopped.set
 
     def get_isr_change_notifications(self) -> list[tuple[int, set[TopicPartition]]]:
         out = []

@@ -1,0 +1,156 @@
+"""ControllerChannelManager: one connection and one queue per live broker.
+
+As Kafka's ControllerChannelManager / RequestSendThread: requests to a broker go out one
+at a time, in order; a request that fails (connection refused, reset, timeout) is sent
+again on a new connection after ``controller.socket.retry.backoff`` until it is answered
+or the broker is removed (it died; its queue is dropped). The endpoint is the broker's
+``inter.broker.listener.name`` endpoint from ``/brokers/ids``, or its first PLAINTEXT
+one (``security.inter.broker.protocol`` defaults to PLAINTEXT).
+
+The connection is a small one of its own rather than the client's BrokerConnection: like
+Kafka's controller it sends the versions its protocol level fixes without an ApiVersions
+round trip first, and it needs nothing of the client's pipelining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from odradek.cluster.controller.request_batch import OutgoingRequest
+from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
+from odradek.protocol.codec import decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+RETRY_BACKOFF_S = 0.1  # Kafka's RequestSendThread backs off 100 ms between attempts
+MAX_RESPONSE_SIZE = 100 * 1024 * 1024
+
+
+def inter_broker_endpoint(
+    registration: BrokerRegistration, listener_name: str | None
+) -> BrokerEndpoint | None:
+    for endpoint in registration.endpoints:
+        if listener_name is not None and endpoint.listener == listener_name:
+            return endpoint
+    if listener_name is not None:
+        return None
+    return next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
+
+
+class BrokerChannel:
+    """The send queue and connection of one broker."""
+
+    def __init__(self, controller_id: int, broker: int, endpoint: BrokerEndpoint, timeout_s: float):
+        self.controller_id = controller_id
+        self.broker = broker
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.queue: asyncio.Queue[OutgoingRequest] = asyncio.Queue()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+        self._task = asyncio.create_task(self._run(), name=f"controller-channel-{broker}")
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+        self._disconnect()
+
+    async def _run(self) -> None:
+        while True:
+            item = await self.queue.get()
+            response = None
+            while response is None:
+                try:
+                    response = await asyncio.wait_for(self._exchange(item), self.timeout_s)
+                except (OSError, TimeoutError, EOFError, ValueError) as exc:
+                    log.info(
+                        "controller %d: sending %s to broker %d failed (%s); retrying",
+                        self.controller_id,
+                        type(item.request).__name__,
+                        self.broker,
+                        exc or type(exc).__name__,
+                    )
+                    self._disconnect()
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+            if item.callback is not None:
+                try:
+                    item.callback(self.broker, response)
+                except Exception:
+                    log.exception("controller response callback failed")
+
+    async def _exchange(self, item: OutgoingRequest) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.endpoint.host, self.endpoint.port
+            )
+        assert self._reader is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(
+            item.version, self._correlation_id, f"controller-{self.controller_id}", item.request
+        )
+        self._writer.write(frame)
+        await self._writer.drain()
+        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+        if not 0 <= size <= MAX_RESPONSE_SIZE:
+            raise ValueError(f"response size {size}")
+        payload = await self._reader.readexactly(size)
+        correlation_id, response = decode_response(item.api_key, item.version, payload)
+        if correlation_id != self._correlation_id:
+            raise ValueError(f"correlation id {correlation_id}, expected {self._correlation_id}")
+        return response
+
+    def _disconnect(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+class ControllerChannelManager:
+    def __init__(self, controller_id: int, config: Mapping[str, Any]) -> None:
+        self.controller_id = controller_id
+        self.listener_name = config.get("inter.broker.listener.name") or None
+        self.timeout_s = int(config.get("controller.socket.timeout.ms", 30000)) / 1000
+        self._channels: dict[int, BrokerChannel] = {}
+
+    @property
+    def brokers(self) -> set[int]:
+        return set(self._channels)
+
+    def add_broker(self, registration: BrokerRegistration) -> None:
+        if registration.broker_id in self._channels:
+            return
+        endpoint = inter_broker_endpoint(registration, self.listener_name)
+        if endpoint is None:
+            log.error(
+                "broker %d has no endpoint for the inter-broker listener %s",
+                registration.broker_id,
+                self.listener_name or "PLAINTEXT",
+            )
+            return
+        self._channels[registration.broker_id] = BrokerChannel(
+            self.controller_id, registration.broker_id, endpoint, self.timeout_s
+        )
+
+    async def remove_broker(self, broker: int) -> None:
+        channel = self._channels.pop(broker, None)
+        if channel is not None:
+            await channel.close()
+
+    def send(self, request: OutgoingRequest) -> None:
+        channel = self._channels.get(request.broker)
+        if channel is None:
+            log.debug("no channel to broker %d; dropping a request", request.broker)
+            return
+        channel.queue.put_nowait(request)
+
+    async def close(self) -> None:
+        for broker in list(self._channels):
+            await self.remove_broker(broker)
