@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from odradek.broker import cluster_mode
 from odradek.broker.config import BrokerConfig
 from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
@@ -83,6 +84,7 @@ class KafkaServer:
         )
         self._background: list[asyncio.Task[None]] = []
         self._dir_lock: DirLock | None = None
+        self.cluster: cluster_mode.ClusterMembership | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
@@ -109,6 +111,11 @@ class KafkaServer:
         # Before anything reads or writes the directory: it must be ours alone, and
         # meant for this broker id (LogDirInUseError / InconsistentBrokerIdError).
         self._dir_lock = DirLock.acquire(self.data_dir)
+        # Cluster mode (zookeeper.connect set): the cluster id and, possibly generated,
+        # broker id come from ZooKeeper; None keeps the embedded single broker.
+        self.cluster = await cluster_mode.join(self.config, self.data_dir)
+        if self.cluster is not None:
+            self.broker_id = self.cluster.broker_id
         meta_properties.check_and_write(self.data_dir, self.broker_id)
         host, port = self.config.listener
         adv_host, adv_port = self.config.advertised_listener
@@ -119,7 +126,9 @@ class KafkaServer:
             self.config.get("broker.rack") or None,
         )
         self.metadata = LocalMetadataStore(
-            self.data_dir, broker_info, self.config.get("cluster.id") or None
+            self.data_dir,
+            broker_info,
+            self.cluster.cluster_id if self.cluster else self.config.get("cluster.id") or None,
         )
         meta_properties.check_and_write(self.data_dir, self.broker_id, self.metadata.cluster_id)
         # Per-topic overrides are applied again by the topic manager when it hosts each
@@ -173,6 +182,8 @@ class KafkaServer:
         if adv_port == 0 or (not self.config.get("advertised.listeners") and port == 0):
             broker_info.port = self.network.port
         self._start_background_jobs()
+        if self.cluster is not None:
+            await self._register_in_cluster(broker_info)
         log.info(
             "odradek broker %d listening on %s:%d (data in %s)",
             self.broker_id,
@@ -180,6 +191,16 @@ class KafkaServer:
             self.network.port,
             self.data_dir,
         )
+
+    async def _register_in_cluster(self, broker_info: BrokerInfo) -> None:
+        """Announce this broker in /brokers/ids once its listener is bound (as Kafka);
+        a refused registration (duplicate broker.id) stops the broker cleanly."""
+        assert self.cluster is not None
+        try:
+            await asyncio.to_thread(self.cluster.register, broker_info.host, broker_info.port)
+        except BaseException:
+            await self.shutdown()
+            raise
 
     async def shutdown(self) -> None:
         """Graceful stop: finish in-flight requests, flush, checkpoint, mark clean."""
@@ -212,6 +233,8 @@ class KafkaServer:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.close)  # drops /brokers/ids/<id>
         if self._dir_lock is not None:
             self._dir_lock.release()
         self._stopped.set()
