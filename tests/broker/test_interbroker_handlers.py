@@ -138,6 +138,10 @@ def stop_replica(
     )
 
 
+async def default_config(_topic: str) -> LogConfig:
+    return LogConfig()
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> InterBrokerHandlers:
     manager = LogManager(tmp_path, LogConfig())
@@ -150,7 +154,7 @@ def broker(tmp_path: Path) -> InterBrokerHandlers:
         replica_manager=replicas,
         metadata_cache=cache,
         replica_states=ReplicaStates(),
-        log_config=lambda _topic: LogConfig(),
+        log_config=default_config,
         broker_epoch=lambda: 100,
     )
 

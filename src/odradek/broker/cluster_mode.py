@@ -22,14 +22,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
+from odradek.broker.handlers.interbroker import InterBrokerHandlers
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import ReplicaStates
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.cluster.zk.errors import BrokerIdAlreadyRegistered, ZooKeeperError
+from odradek.cluster.zk.paths import CONFIG_TYPE_TOPIC
+from odradek.protocol.versions import SUPPORTED
 from odradek.storage import meta_properties
+from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +155,61 @@ async def join(config: BrokerConfig, data_dir: Path) -> ClusterMembership | None
     if not config.zookeeper_connect:
         return None
     return await asyncio.to_thread(ClusterMembership.join, config, data_dir)
+
+
+@dataclass
+class ClusterParts:
+    """What cluster mode adds to a running broker (the replication phase extends it)."""
+
+    metadata_cache: MetadataCache
+    replica_states: ReplicaStates
+    interbroker: InterBrokerHandlers
+    topics: ClusterTopicHandlers
+
+    def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
+        """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
+        DeleteTopics from the cache and ZooKeeper, plus LeaderAndIsr, StopReplica,
+        UpdateMetadata and ControlledShutdown once the protocol layer knows their
+        versions (an API key without versions cannot be decoded, so it is left out)."""
+        table: dict[int, Callable[[Any, Any], Awaitable[Any]]] = dict(self.topics.handlers())
+        for api_key, handler in self.interbroker.handlers().items():
+            if api_key in SUPPORTED:
+                table[api_key] = handler
+        return table
+
+
+def install(
+    membership: ClusterMembership,
+    config: BrokerConfig,
+    replica_manager: ReplicaManager,
+    topic_log_config: Callable[[Mapping[str, str]], LogConfig],
+) -> ClusterParts:
+    """Build the cluster-mode parts over the broker's replica manager."""
+    cache = MetadataCache(membership.broker_id)
+    states = ReplicaStates()
+    # A partition the cluster knows but this broker does not host: NOT_LEADER_OR_FOLLOWER.
+    replica_manager.known_in_cluster = cache.contains
+
+    async def log_config(topic: str) -> LogConfig:
+        overrides = await asyncio.to_thread(
+            membership.zk.get_entity_config, CONFIG_TYPE_TOPIC, topic
+        )
+        return topic_log_config(overrides)
+
+    interbroker = InterBrokerHandlers(
+        membership.broker_id,
+        replica_manager=replica_manager,
+        metadata_cache=cache,
+        replica_states=states,
+        log_config=log_config,
+        broker_epoch=lambda: membership.broker_epoch,
+    )
+    topics = ClusterTopicHandlers(
+        membership.broker_id,
+        membership.cluster_id,
+        membership.zk,
+        cache,
+        config.get,
+        topic_log_config,
+    )
+    return ClusterParts(cache, states, interbroker, topics)

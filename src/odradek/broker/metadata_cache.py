@@ -13,8 +13,9 @@ caller may keep anything derived from the cache (encoded topic entries) until it
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,25 @@ class MetadataCache:
         self.controller_epoch = -1  # the newest controller epoch seen
         self.generation = 0
         self._snapshot = _Snapshot()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate()`` holds, checking after every update (on the event
+        loop that applies them); False if it still does not after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=remaining)
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return True
 
     # --- reading ----------------------------------------------------------------------
 
@@ -137,6 +157,10 @@ class MetadataCache:
         controller_id = int(request.controller_id)
         self._snapshot = _Snapshot(brokers, partitions, topic_ids, controller_id)
         self.generation += 1
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         return deleted
 
 

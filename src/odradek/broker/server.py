@@ -85,6 +85,7 @@ class KafkaServer:
         self._background: list[asyncio.Task[None]] = []
         self._dir_lock: DirLock | None = None
         self.cluster: cluster_mode.ClusterMembership | None = None
+        self.cluster_parts: cluster_mode.ClusterParts | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
@@ -150,6 +151,13 @@ class KafkaServer:
         )
         self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
         self.topics.load_all()
+        if self.cluster is not None:
+            # Cluster mode: metadata from the controller, topics through ZooKeeper.
+            self.cluster_parts = cluster_mode.install(
+                self.cluster, self.config, self.replica_manager, self.topics.log_config
+            )
+            for api_key, cluster_handler in self.cluster_parts.handlers().items():
+                self._handlers[api_key] = _unbound(cluster_handler)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:

@@ -45,7 +45,8 @@ ControlledShutdownHook = Callable[[int, int], Awaitable[tuple[int, list[tuple[st
 
 class InterBrokerHandlers:
     """The four handlers over a narrow context: the replica manager (logs), the metadata
-    cache, the per-partition replica states, and how to get a topic's log config."""
+    cache, the per-partition replica states, and how to get a topic's log config (a
+    coroutine: in cluster mode it reads ``/config/topics/<t>`` off the event loop)."""
 
     def __init__(
         self,
@@ -54,7 +55,7 @@ class InterBrokerHandlers:
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
         replica_states: ReplicaStates,
-        log_config: Callable[[str], LogConfig],
+        log_config: Callable[[str], Awaitable[LogConfig]],
         broker_epoch: Callable[[], int] = lambda: -1,
         on_partitions_removed: Callable[[list[tuple[str, int]]], None] | None = None,
     ) -> None:
@@ -107,11 +108,11 @@ class InterBrokerHandlers:
         self.cache.controller_epoch = controller_epoch
         errors = []
         for topic, topic_id, state in states:
-            code = self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
+            code = await self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
             errors.append((topic, topic_id, int(state.partition_index), code))
         return _leader_and_isr_response(version, ErrorCode.none, errors)
 
-    def _become_leader_or_follower(
+    async def _become_leader_or_follower(
         self, topic: str, topic_id: uuid.UUID | None, state: Any, controller_epoch: int
     ) -> ErrorCode:
         index = int(state.partition_index)
@@ -131,7 +132,11 @@ class InterBrokerHandlers:
         if self.broker_id not in replicas:
             return ErrorCode.unknown_topic_or_partition
         leader = int(state.leader)
-        config = self.log_config(topic)
+        try:
+            config = await self.log_config(topic)
+        except Exception as exc:  # ZooKeeper unreachable, a bad stored config
+            log.error("no log config for %s: %s", topic, exc)
+            return ErrorCode.kafka_storage_error
         try:
             if leader == self.broker_id:
                 partition = self.replica_manager.become_leader(
