@@ -13,6 +13,8 @@ import pytest
 from odradek.cluster.zk.client import ZkClient
 from odradek.storage import meta_properties
 from tests.helpers.broker import BrokerProcess, free_port
+from tests.helpers.tcp_proxy import TcpProxy
+from tests.helpers.zookeeper import ZooKeeperServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(120)]
 
@@ -152,3 +154,39 @@ def test_embedded_default_does_not_touch_zookeeper(tmp_path: Path) -> None:
     )
     assert code.returncode != 0
     assert "broker.id: must be at least 0 without zookeeper.connect" in code.stderr
+
+
+def test_broker_registers_again_after_its_session_expired(
+    tmp_path: Path,
+    zk_connect: str,
+    zk: ZkClient,
+    zookeeper_server: ZooKeeperServer,
+    brokers: list[BrokerProcess],
+) -> None:
+    """The broker process lives on while ZooKeeper expires its session (cut behind a
+    proxy): once it reaches ZooKeeper again it registers under a new session."""
+    proxy = TcpProxy(zookeeper_server.port).start()
+    try:
+        chroot = zk_connect[zk_connect.index("/") :]
+        broker = _broker(
+            tmp_path,
+            "b4",
+            proxy.address + chroot,
+            **{"broker.id": "4", "zookeeper.session.timeout.ms": "4000"},
+        )
+        brokers.append(broker.start())
+        _wait_registered(zk, [4])
+        first = zk._get("/brokers/ids/4")
+        assert first is not None
+        proxy.cut()
+        _wait_registered(zk, [], timeout=30)  # the server expired the session
+        proxy.restore()
+        _wait_registered(zk, [4], timeout=30)
+        again = zk._get("/brokers/ids/4")
+        assert again is not None
+        assert again[1].czxid > first[1].czxid  # a new registration: a new broker epoch
+        assert again[1].ephemeralOwner != first[1].ephemeralOwner
+        assert broker.is_running()
+        assert "re-registered broker 4" in broker.log_text()
+    finally:
+        proxy.close()
