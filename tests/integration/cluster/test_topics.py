@@ -253,3 +253,31 @@ def test_metadata_reports_leader_not_available(zk: ZkClient) -> None:
         (-1, ErrorCode.leader_not_available),
     ]
     assert list(topic.partitions[0].replica_nodes) == [1, 2]
+
+
+def test_metadata_topic_entries_are_reused_until_the_cache_changes(zk: ZkClient) -> None:
+    request = build_request(
+        3,
+        9,
+        {
+            "topics": [{"name": "t"}, {"name": "unknown"}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
+
+    async def scenario() -> list[Any]:
+        cache = MetadataCache(1)
+        handlers = _handlers(zk, cache)
+        _update(cache, [partition_state(0, 1, 0, [1])])
+        first = await handlers.handle_metadata(_ctx(3, 9), request)
+        second = await handlers.handle_metadata(_ctx(3, 9), request)
+        _update(cache, [partition_state(0, 1, 1, [1])])
+        third = await handlers.handle_metadata(_ctx(3, 9), request)
+        return [first, second, third]
+
+    first, second, third = asyncio.run(scenario())
+    assert first.topics[0] is second.topics[0]  # built once
+    assert first.topics[1].error_code == ErrorCode.unknown_topic_or_partition
+    assert third.topics[0] is not first.topics[0]
+    assert third.topics[0].partitions[0].leader_epoch == 1  # the change shows

@@ -15,10 +15,13 @@ ZooKeeper calls block, so they run in a thread (``asyncio.to_thread``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +38,7 @@ from odradek.cluster.placement import (
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import TopicAssignment, parse_kafka_uuid, random_kafka_uuid
 from odradek.cluster.zk.errors import NodeExists, ZooKeeperError
+from odradek.protocol.build import build, response_class
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -56,6 +60,11 @@ class ClusterTopicHandlers:
     cache: MetadataCache
     config: Callable[[str], Any]
     validate_configs: Callable[[Mapping[str, str]], object]
+    # Metadata topic entries already built into kio objects, per (version, topic), valid
+    # while the cache's generation stays the same: a metadata request for unchanged
+    # topics skips rebuilding them (clients ask often, the controller changes little).
+    _built: dict[tuple[int, str], Any] = field(default_factory=dict)
+    _built_generation: int = -1
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Any]]:
         return {
@@ -84,7 +93,7 @@ class ClusterTopicHandlers:
             if not self.cache.contains(name) and auto_create:
                 topics.append(await self._auto_create(name))
                 continue
-            topics.append(self._topic_entry(name))
+            topics.append(self._built_topic(version, name))
         return respond(
             ctx,
             {
@@ -99,6 +108,20 @@ class ClusterTopicHandlers:
                 "cluster_authorized_operations": NOT_REQUESTED,
             },
         )
+
+    def _built_topic(self, version: int, name: str) -> Any:
+        if self._built_generation != self.cache.generation:
+            self._built.clear()
+            self._built_generation = self.cache.generation
+        key = (version, name)
+        built = self._built.get(key)
+        if built is None:
+            entry = self._topic_entry(name)
+            if entry["error_code"] == ErrorCode.unknown_topic_or_partition:
+                return entry  # not kept: any name can be asked for
+            built = build(_topics_class(version), entry)
+            self._built[key] = built
+        return built
 
     def _topic_entry(self, name: str) -> dict[str, Any]:
         partitions = self.cache.partitions(name)
@@ -342,3 +365,12 @@ def _millis(value: Any) -> int:
     if isinstance(value, timedelta):
         return int(value.total_seconds() * 1000)
     return int(value or 0)
+
+
+@cache
+def _topics_class(version: int) -> type:
+    """The kio class of one topic in a Metadata response of this version."""
+    for f in dataclasses.fields(response_class(3, version)):
+        if f.name == "topics":
+            return typing.get_args(f.type)[0]
+    raise LookupError(f"Metadata v{version} response has no topics")
