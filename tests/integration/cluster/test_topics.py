@@ -281,3 +281,35 @@ def test_metadata_topic_entries_are_reused_until_the_cache_changes(zk: ZkClient)
     assert first.topics[1].error_code == ErrorCode.unknown_topic_or_partition
     assert third.topics[0] is not first.topics[0]
     assert third.topics[0].partitions[0].leader_epoch == 1  # the change shows
+
+
+def test_create_partitions_extends_the_assignment_in_zookeeper(
+    cluster: list[BrokerProcess], zk: ZkClient
+) -> None:
+    raw = RawClient(cluster[0].port)
+    raw.call(CREATE_TOPICS, 5, create_request({"name": "grow", "num_partitions": 2,
+                                              "replication_factor": 2}, 0))  # fmt: skip
+    before, _ = zk.get_topic_assignment("grow") or (None, None)
+    assert before is not None and len(before.partitions) == 2
+
+    def grow(count: int, assignments: list[list[int]] | None = None, name: str = "grow") -> Any:
+        topic = {"name": name, "count": count, "assignments": None}
+        if assignments is not None:
+            topic["assignments"] = [{"broker_ids": a} for a in assignments]
+        response: Any = raw.call(37, 3, {"topics": [topic], "timeout": 0, "validate_only": False})
+        return response.results[0].error_code
+
+    assert grow(4) == ErrorCode.none
+    after, _ = zk.get_topic_assignment("grow") or (None, None)
+    assert after is not None and sorted(after.partitions) == [0, 1, 2, 3]
+    assert {p: after.partitions[p] for p in (0, 1)} == dict(before.partitions)  # untouched
+    assert all(sorted(after.partitions[p]) == [1, 2] for p in (2, 3))
+    assert after.topic_id == before.topic_id
+    assert grow(3) == ErrorCode.invalid_partitions
+    assert grow(4) == ErrorCode.invalid_partitions
+    assert grow(5, [[1, 9]]) == ErrorCode.invalid_replica_assignment
+    assert grow(6, [[1, 2]]) == ErrorCode.invalid_replica_assignment  # 2 added, 1 given
+    assert grow(5, [[2, 1]]) == ErrorCode.none
+    final, _ = zk.get_topic_assignment("grow") or (None, None)
+    assert final is not None and final.partitions[4] == (2, 1)
+    assert grow(2, name="missing") == ErrorCode.unknown_topic_or_partition

@@ -71,6 +71,7 @@ class ClusterTopicHandlers:
             3: self.handle_metadata,
             19: self.handle_create_topics,
             20: self.handle_delete_topics,
+            37: self.handle_create_partitions,
             60: self.handle_describe_cluster,
         }
 
@@ -315,6 +316,104 @@ class ClusterTopicHandlers:
             raise MetadataError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.") from None
         except ZooKeeperError as exc:
             raise MetadataError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
+
+    # --- CreatePartitions --------------------------------------------------------------
+
+    async def handle_create_partitions(self, ctx: RequestContext, request: Any) -> Any:
+        """Kafka's AdminZkClient.addPartitions: the new partitions' replicas placed as for
+        a new topic, continuing from the first partition's leader, written to
+        ``/brokers/topics/<t>`` by compare-and-set; then the same wait for leaders."""
+        validate_only = bool(getattr(request, "validate_only", False))
+        timeout_ms = _millis(getattr(request, "timeout", 0))
+        results: list[dict[str, Any]] = []
+        grown: dict[str, int] = {}
+        for topic in request.topics:
+            entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
+            results.append(entry)
+            manual = [[int(b) for b in a.broker_ids] for a in topic.assignments or ()]
+            try:
+                total = await asyncio.to_thread(
+                    self._add_partitions, topic.name, int(topic.count), manual, validate_only
+                )
+            except MetadataError as exc:
+                entry.update(error_code=error_code(exc.error_name), error_message=str(exc))
+                continue
+            except ZooKeeperError as exc:
+                entry.update(error_code=ErrorCode.request_timed_out, error_message=str(exc))
+                continue
+            if not validate_only:
+                grown[topic.name] = total
+        if grown and timeout_ms > 0:
+            ready = await self.cache.wait_until(
+                lambda: all(self._has_leaders(n, c) for n, c in grown.items()), timeout_ms / 1000
+            )
+            if not ready:
+                for entry in results:
+                    name = entry["name"]
+                    if name in grown and not self._has_leaders(name, grown[name]):
+                        entry["error_code"] = ErrorCode.request_timed_out
+        return respond(ctx, {"throttle_time": 0, "results": results})
+
+    def _add_partitions(
+        self, name: str, count: int, manual: list[list[int]], validate_only: bool
+    ) -> int:
+        found = self.zk.get_topic_assignment(name)
+        if found is None:
+            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"The topic '{name}' does not exist.")
+        existing, version = found
+        old = len(existing.partitions)
+        if count < old:
+            raise MetadataError(
+                "INVALID_PARTITIONS",
+                f"Topic currently has {old} partitions, which is higher than the requested "
+                f"{count}.",
+            )
+        if count == old:
+            raise MetadataError("INVALID_PARTITIONS", f"Topic already has {old} partitions.")
+        replication_factor = len(existing.partitions[0])
+        registered = self.zk.get_broker_ids()
+        if manual:
+            if len(manual) != count - old:
+                raise MetadataError(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"Increasing the number of partitions by {count - old} but {len(manual)} "
+                    "assignments provided.",
+                )
+            added = {old + i: replicas for i, replicas in enumerate(manual)}
+            if any(len(r) != replication_factor for r in added.values()):
+                raise MetadataError(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"Inconsistent replication factor between partitions, partition 0 has "
+                    f"{replication_factor} while the new partitions do not.",
+                )
+            validate_manual_assignment({i: r for i, r in enumerate(manual)}, set(registered))
+        else:
+            brokers = [
+                BrokerRack(b, registration.rack)
+                for b in registered
+                if (registration := self.zk.get_broker(b)) is not None
+            ]
+            first_leader = existing.partitions[0][0]
+            ids = [b.broker_id for b in brokers]
+            added = assign_replicas_to_brokers(
+                brokers,
+                count - old,
+                replication_factor,
+                # AdminZkClient: the first broker whose id is at least partition 0's leader.
+                fixed_start_index=next((i for i, b in enumerate(ids) if b >= first_leader), 0),
+                start_partition_id=old,
+            )
+        if validate_only:
+            return count
+        partitions = dict(existing.partitions)
+        partitions.update({p: tuple(r) for p, r in added.items()})
+        # Compare-and-set: a concurrent change (another CreatePartitions, a reassignment)
+        # makes this fail rather than be overwritten.
+        self.zk.set_topic_assignment(
+            name, dataclasses.replace(existing, partitions=partitions), version
+        )
+        log.info("topic %s: partitions %d..%d added: %s", name, old, count - 1, added)
+        return count
 
     # --- DeleteTopics -------------------------------------------------------------------
 
