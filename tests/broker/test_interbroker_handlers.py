@@ -336,3 +336,9 @@ def test_controlled_shutdown_needs_the_controller(broker: InterBrokerHandlers) -
     assert [(p.topic_name, p.partition_index) for p in response.remaining_partitions] == [("t", 3)]
     # The response encodes in its wire format.
     assert interbroker.encode_body(response)
+
+
+def test_stop_replica_of_a_partition_never_hosted(broker: InterBrokerHandlers) -> None:
+    # A topic deleted while this broker was down: nothing to remove, still NONE (Kafka).
+    response = run(broker.handle_stop_replica(None, stop_replica([(5, -2, True)])))
+    assert partition_errors(response) == [(5, ErrorCode.none)]
