@@ -55,7 +55,18 @@ def test_retention_precedence() -> None:
         ({"listeners": "nonsense"}, "expected PLAINTEXT://host:port"),
         ({"log.message.timestamp.type": "Wallclock"}, "must be one of"),
         ({"num.partitions": str(2**31)}, "expected int"),
-        ({"zookeeper.connect": "127.0.0.1:2181"}, "not supported yet"),
+        ({"zookeeper.connect": "127.0.0.1:99999"}, "invalid port"),
+        ({"zookeeper.connect": "127.0.0.1:2181/a/"}, "invalid chroot"),
+        ({"broker.id": "-1"}, "at least 0 without zookeeper.connect"),
+        ({"broker.id": "-2", "zookeeper.connect": "127.0.0.1:2181"}, "at least -1"),
+        (
+            {
+                "broker.id": "-1",
+                "zookeeper.connect": "127.0.0.1:2181",
+                "broker.id.generation.enable": "false",
+            },
+            "needs broker.id.generation.enable",
+        ),
     ],
 )
 def test_bad_config_is_one_clear_line(props: dict[str, str], fragment: str) -> None:
@@ -64,6 +75,15 @@ def test_bad_config_is_one_clear_line(props: dict[str, str], fragment: str) -> N
     message = str(info.value)
     assert fragment in message
     assert "\n" not in message
+
+
+def test_zookeeper_connect_turns_cluster_mode_on() -> None:
+    config = BrokerConfig({"zookeeper.connect": "127.0.0.1:2181/odradek", "broker.id": "-1"})
+    assert config.zookeeper_connect == "127.0.0.1:2181/odradek"
+    assert config.broker_id == -1
+    assert config.get("zookeeper.connection.timeout.ms") is None  # = the session timeout
+    assert config.get("broker.id.generation.enable") is True
+    assert BrokerConfig().zookeeper_connect == ""  # the embedded default stays
 
 
 def test_bad_override_syntax() -> None:

@@ -104,16 +104,29 @@ def parse_ip_overrides(raw: str) -> dict[str, int]:
     return overrides
 
 
-def _no_cluster_yet(value: Any) -> str | None:
-    # Accepting the key and running a lone broker anyway would surprise anyone who set it.
-    if value:
-        return "ZooKeeper clusters are not supported yet; leave it empty for the embedded broker"
+def _zookeeper_connect(value: Any) -> str | None:
+    # Non-empty turns cluster mode on (odradek.broker.cluster_mode); check the form here
+    # so a typo is a one-line config error, not a connection failure later.
+    if not value:
+        return None
+    from odradek.cluster.zk.paths import InvalidConnectString, parse_connect
+
+    try:
+        parse_connect(str(value))
+    except InvalidConnectString as exc:
+        return str(exc)
     return None
 
 
 _KEYS: list[ConfigKey] = [
     # Identity and listeners.
-    ConfigKey("broker.id", "int", 0, "This broker's id.", _at_least(0)),
+    ConfigKey(
+        "broker.id",
+        "int",
+        0,
+        "This broker's id; -1 with ZooKeeper and broker.id.generation.enable = generate one.",
+        _at_least(-1),
+    ),
     ConfigKey("node.id", "int", -1, "Alias of broker.id (KRaft name); -1 means use broker.id."),
     ConfigKey(
         "listeners",
@@ -364,9 +377,32 @@ _KEYS: list[ConfigKey] = [
         "string",
         "",
         "ZooKeeper for clusters; empty = the embedded single broker.",
-        _no_cluster_yet,
+        _zookeeper_connect,
     ),
-    ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
+    ConfigKey(
+        "zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", _at_least(1)
+    ),
+    # Cluster mode (odradek.broker.cluster_mode) keys, Kafka's names and defaults.
+    ConfigKey(
+        "zookeeper.connection.timeout.ms",
+        "int",
+        None,
+        "Wait this long to connect to ZooKeeper; unset = zookeeper.session.timeout.ms.",
+        _at_least(1),
+    ),
+    ConfigKey(
+        "broker.id.generation.enable",
+        "bool",
+        True,
+        "With ZooKeeper, broker.id -1 gets a generated id above reserved.broker.max.id.",
+    ),
+    ConfigKey(
+        "reserved.broker.max.id",
+        "int",
+        1000,
+        "Generated broker ids start above this.",
+        _at_least(0),
+    ),
     ConfigKey("controlled.shutdown.enable", "bool", True, "Move leadership away before stopping."),
 ]
 
@@ -450,6 +486,7 @@ class BrokerConfig:
             self.set(name, raw)
         self._check_listeners()
         self._check_network()
+        self._check_broker_id()
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
@@ -537,6 +574,16 @@ class BrokerConfig:
     @property
     def zookeeper_connect(self) -> str:
         return self._values["zookeeper.connect"]
+
+    def _check_broker_id(self) -> None:
+        # -1 means "generate one", which only a ZooKeeper cluster can do (Kafka refuses it
+        # too when generation is off or there is nothing to generate it from).
+        if self.broker_id >= 0:
+            return
+        if not self.zookeeper_connect:
+            raise ConfigError("broker.id: must be at least 0 without zookeeper.connect")
+        if not self._values["broker.id.generation.enable"]:
+            raise ConfigError("broker.id: -1 needs broker.id.generation.enable=true")
 
     def _check_listeners(self) -> None:
         self.advertised_listeners  # noqa: B018 - validates listeners too, on construction

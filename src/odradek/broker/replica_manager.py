@@ -128,6 +128,10 @@ class ReplicaManager:
         # Set by the server when compaction runs: partitions leaving this broker must be
         # taken away from the cleaner before their files go.
         self.cleaner: LogCleaner | None = None
+        # Cluster mode: "does the metadata cache know this partition?" A partition known
+        # to the cluster but not hosted here answers NOT_LEADER_OR_FOLLOWER, so clients
+        # refresh metadata (Kafka's getPartitionOrError); None for the single broker.
+        self.known_in_cluster: Callable[[str, int], bool] | None = None
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -172,6 +176,33 @@ class ReplicaManager:
         self._partitions[(topic, index)] = partition
         return partition
 
+    def become_follower(
+        self,
+        topic: str,
+        index: int,
+        config: LogConfig,
+        *,
+        leader: int,
+        leader_epoch: int,
+        topic_id: uuid.UUID | None = None,
+    ) -> Partition:
+        """Host the partition's log as a follower of ``leader`` (cluster mode): appends and
+        client reads answer NOT_LEADER_OR_FOLLOWER. Fetching from the leader is the
+        replication phase's work."""
+        partition = self.become_leader(
+            topic, index, config, leader_epoch=leader_epoch, topic_id=topic_id
+        )
+        partition.leader_id = leader
+        partition.isr = set()
+        return partition
+
+    def missing_partition_error(self, topic: str, index: int) -> int:
+        """The error for a partition this broker does not host."""
+        known = self.known_in_cluster
+        if known is not None and known(topic, index):
+            return NOT_LEADER_OR_FOLLOWER
+        return UNKNOWN_TOPIC_OR_PARTITION
+
     def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
         partition = self._partitions.pop((topic, index), None)
         if self.cleaner is not None:
@@ -202,7 +233,7 @@ class ReplicaManager:
     ) -> AppendResult:
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return AppendResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+            return AppendResult(error_code=self.missing_partition_error(topic, index))
         offline = self._offline_message()
         if offline is not None:
             return AppendResult(error_code=KAFKA_STORAGE_ERROR, error_message=offline)
@@ -275,9 +306,12 @@ class ReplicaManager:
     ) -> ReadResult:
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return ReadResult(error_code=UNKNOWN_TOPIC_OR_PARTITION)
+            return ReadResult(error_code=self.missing_partition_error(topic, index))
         if self.log_manager.dir_failure.offline:
             return ReadResult(error_code=KAFKA_STORAGE_ERROR)
+        if partition.leader_id != self.broker_id:
+            # A follower (cluster mode) serves no client reads.
+            return ReadResult(error_code=NOT_LEADER_OR_FOLLOWER)
         log_ = partition.log
         high_watermark = partition.high_watermark
         last_stable = partition.last_stable_offset

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from odradek.broker import cluster_mode
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
@@ -96,6 +97,8 @@ class KafkaServer:
         self.networks: list[NetworkServer] = []
         self._background: list[asyncio.Task[None]] = []
         self._dir_lock: DirLock | None = None
+        self.cluster: cluster_mode.ClusterMembership | None = None
+        self.cluster_parts: cluster_mode.ClusterParts | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
@@ -124,6 +127,11 @@ class KafkaServer:
         # Before anything reads or writes the directory: it must be ours alone, and
         # meant for this broker id (LogDirInUseError / InconsistentBrokerIdError).
         self._dir_lock = DirLock.acquire(self.data_dir)
+        # Cluster mode (zookeeper.connect set): the cluster id and, possibly generated,
+        # broker id come from ZooKeeper; None keeps the embedded single broker.
+        self.cluster = await cluster_mode.join(self.config, self.data_dir)
+        if self.cluster is not None:
+            self.broker_id = self.cluster.broker_id
         meta_properties.check_and_write(self.data_dir, self.broker_id)
         listeners = self.config.listeners
         advertised = self.config.advertised_listeners
@@ -140,7 +148,9 @@ class KafkaServer:
             self.broker_id, first_host, first_port, self.config.get("broker.rack") or None
         )
         self.metadata = LocalMetadataStore(
-            self.data_dir, broker_info, self.config.get("cluster.id") or None
+            self.data_dir,
+            broker_info,
+            self.cluster.cluster_id if self.cluster else self.config.get("cluster.id") or None,
         )
         meta_properties.check_and_write(self.data_dir, self.broker_id, self.metadata.cluster_id)
         # Per-topic overrides are applied again by the topic manager when it hosts each
@@ -162,6 +172,13 @@ class KafkaServer:
         )
         self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
         self.topics.load_all()
+        if self.cluster is not None:
+            # Cluster mode: metadata from the controller, topics through ZooKeeper.
+            self.cluster_parts = cluster_mode.install(
+                self.cluster, self.config, self.replica_manager, self.topics.log_config
+            )
+            for api_key, cluster_handler in self.cluster_parts.handlers().items():
+                self._handlers[api_key] = _unbound(cluster_handler)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
@@ -185,6 +202,8 @@ class KafkaServer:
         await self._start_listeners(listeners)
         broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
+        if self.cluster is not None:
+            await self._register_in_cluster(broker_info)
 
     async def _start_listeners(self, listeners: list[Endpoint]) -> None:
         """Bind every listener, or none: a failure closes the ones already bound."""
@@ -233,6 +252,16 @@ class KafkaServer:
         """Host and port clients of ``listener_name`` are told to use."""
         return self.advertised_endpoints.get(listener_name)
 
+    async def _register_in_cluster(self, broker_info: BrokerInfo) -> None:
+        """Announce this broker in /brokers/ids once its listener is bound (as Kafka);
+        a refused registration (duplicate broker.id) stops the broker cleanly."""
+        assert self.cluster is not None
+        try:
+            await asyncio.to_thread(self.cluster.register, broker_info.host, broker_info.port)
+        except BaseException:
+            await self.shutdown()
+            raise
+
     async def shutdown(self) -> None:
         """Graceful stop: finish in-flight requests, flush, checkpoint, mark clean."""
         if self._stopped.is_set():
@@ -266,6 +295,8 @@ class KafkaServer:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.close)  # drops /brokers/ids/<id>
         if self._dir_lock is not None:
             self._dir_lock.release()
         self._stopped.set()

@@ -36,6 +36,7 @@ def _register() -> None:
         "perf",
         "get_offsets",
         "dump_log",
+        "cluster",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

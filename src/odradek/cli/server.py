@@ -48,12 +48,13 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         runner = asyncio.run
+    from odradek.broker.cluster_mode import ClusterModeError
     from odradek.storage.dir_lock import LogDirInUseError
     from odradek.storage.meta_properties import MetaPropertiesError
 
     try:
         runner(run_server(config))
-    except (LogDirInUseError, MetaPropertiesError) as exc:
+    except (LogDirInUseError, MetaPropertiesError, ClusterModeError) as exc:
         # The directory belongs to another broker: refuse in one line, as for bad config.
         raise CliError(str(exc)) from None
 

@@ -140,8 +140,16 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
                 "leader_epoch": -1,
             }
             partition = server.replica_manager.partition(topic.name, int(p.partition_index))
-            if partition is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+            if partition is None or partition.leader_id != server.replica_manager.broker_id:
+                entry["error_code"] = (
+                    ErrorCode(
+                        server.replica_manager.missing_partition_error(
+                            topic.name, int(p.partition_index)
+                        )
+                    )
+                    if partition is None
+                    else ErrorCode.not_leader_or_follower
+                )
                 partitions.append(make_partition(entry))
                 continue
             entry["leader_epoch"] = partition.leader_epoch

@@ -1,0 +1,215 @@
+"""Cluster mode: how a broker joins a ZooKeeper-coordinated cluster.
+
+Cluster mode is on when ``zookeeper.connect`` is set; without it the broker is the
+embedded single node and nothing here runs. Joining follows Kafka's KafkaServer.startup:
+
+1. connect (``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``) and
+   create the persistent top-level paths;
+2. get or create ``/cluster/id`` and check it against ``meta.properties``: a log dir
+   that belongs to another cluster refuses to start (InconsistentClusterIdException);
+3. settle the broker id: the configured one, or with ``broker.id=-1`` and
+   ``broker.id.generation.enable`` the one ``meta.properties`` kept, else a fresh one from
+   ``/brokers/seqid`` (kept in ``meta.properties`` for the next start);
+4. once the listener is bound, register the ephemeral ``/brokers/ids/<id>`` (endpoints,
+   ``broker.rack``), and register again whenever ZooKeeper gives a new session after
+   the old one expired.
+
+Every failure a user can cause becomes :class:`ClusterModeError` with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
+from odradek.broker.handlers.interbroker import InterBrokerHandlers
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import ReplicaStates
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.cluster.zk.client import ZkClient
+from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
+from odradek.cluster.zk.errors import BrokerIdAlreadyRegistered, ZooKeeperError
+from odradek.cluster.zk.paths import CONFIG_TYPE_TOPIC
+from odradek.protocol.versions import SUPPORTED
+from odradek.storage import meta_properties
+from odradek.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+LISTENER = "PLAINTEXT"  # the one listener odradek serves today
+
+
+class ClusterModeError(Exception):
+    """Joining the cluster failed for a reason the user must fix (one line)."""
+
+
+@dataclass
+class ClusterMembership:
+    """This broker's place in the cluster: its session, id and registration."""
+
+    zk: ZkClient
+    broker_id: int
+    cluster_id: str
+    rack: str | None
+    broker_epoch: int = -1
+    registration: BrokerRegistration | None = None
+
+    # --- joining --------------------------------------------------------------------
+
+    @classmethod
+    def join(cls, config: BrokerConfig, data_dir: Path) -> ClusterMembership:
+        """Steps 1-3 of the module docstring (blocking: run it in a thread)."""
+        connect = config.zookeeper_connect
+        session_ms = config.get("zookeeper.session.timeout.ms")
+        connection_ms = config.get("zookeeper.connection.timeout.ms") or session_ms
+        try:
+            zk = ZkClient.connect(
+                connect, session_timeout_ms=session_ms, connection_timeout_ms=connection_ms
+            )
+        except ZooKeeperError as exc:
+            raise ClusterModeError(
+                f"cannot reach ZooKeeper at {connect} within "
+                f"zookeeper.connection.timeout.ms={connection_ms}: {exc}"
+            ) from None
+        try:
+            zk.create_top_level_paths()
+            cluster_id = zk.get_or_create_cluster_id()
+            broker_id = _settle_broker_id(config, data_dir, zk)
+            meta_properties.check_and_write(data_dir, broker_id, cluster_id)
+        except (ZooKeeperError, meta_properties.MetaPropertiesError, ClusterModeError) as exc:
+            zk.close()
+            raise ClusterModeError(str(exc)) from None
+        except BaseException:
+            zk.close()
+            raise
+        log.info("joined cluster %s as broker %d via %s", cluster_id, broker_id, connect)
+        rack = config.get("broker.rack") or None
+        return cls(zk, broker_id, cluster_id, rack)
+
+    def register(self, host: str, port: int) -> int:
+        """Create ``/brokers/ids/<id>`` for the bound listener; re-register on every new
+        session after an expiry. Returns the broker epoch (blocking)."""
+        self.registration = BrokerRegistration(
+            self.broker_id,
+            (BrokerEndpoint(LISTENER, host, port, LISTENER),),
+            rack=self.rack,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        self.broker_epoch = self._register()
+        self.zk.on_new_session(self._register_again)
+        return self.broker_epoch
+
+    def _register(self) -> int:
+        assert self.registration is not None
+        try:
+            return self.zk.register_broker(self.registration)
+        except BrokerIdAlreadyRegistered as exc:
+            raise ClusterModeError(str(exc)) from None
+        except ZooKeeperError as exc:
+            raise ClusterModeError(f"registering broker {self.broker_id} failed: {exc}") from None
+
+    def _register_again(self) -> None:
+        # Runs on a kazoo worker thread after the session expired and a new one connected:
+        # the ephemeral registration went with the old session (Kafka's
+        # SessionExpirationListener re-registers the same way).
+        try:
+            self.broker_epoch = self._register()
+            log.info("re-registered broker %d, broker epoch %d", self.broker_id, self.broker_epoch)
+        except ClusterModeError as exc:
+            log.error("re-registering after session expiry failed: %s", exc)
+
+    def close(self) -> None:
+        """End the session: ZooKeeper drops the registration at once."""
+        self.zk.close()
+
+
+def _settle_broker_id(config: BrokerConfig, data_dir: Path, zk: ZkClient) -> int:
+    """Kafka's getOrGenerateBrokerId."""
+    configured = config.broker_id
+    generation = config.get("broker.id.generation.enable")
+    reserved = config.get("reserved.broker.max.id")
+    if generation and configured > reserved:
+        raise ClusterModeError(
+            f"broker.id {configured}: must not be greater than reserved.broker.max.id "
+            f"({reserved}) while broker.id.generation.enable is true"
+        )
+    stored = meta_properties.read(data_dir)
+    if configured >= 0:
+        return configured  # a mismatch with meta.properties is refused by check_and_write
+    if stored is not None:
+        return stored.broker_id
+    generated = zk.generate_broker_id(reserved)
+    log.info("generated broker.id %d", generated)
+    return generated
+
+
+async def join(config: BrokerConfig, data_dir: Path) -> ClusterMembership | None:
+    """None for the embedded single broker; the membership in cluster mode."""
+    if not config.zookeeper_connect:
+        return None
+    return await asyncio.to_thread(ClusterMembership.join, config, data_dir)
+
+
+@dataclass
+class ClusterParts:
+    """What cluster mode adds to a running broker (the replication phase extends it)."""
+
+    metadata_cache: MetadataCache
+    replica_states: ReplicaStates
+    interbroker: InterBrokerHandlers
+    topics: ClusterTopicHandlers
+
+    def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
+        """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
+        DeleteTopics from the cache and ZooKeeper, plus LeaderAndIsr, StopReplica,
+        UpdateMetadata and ControlledShutdown once the protocol layer knows their
+        versions (an API key without versions cannot be decoded, so it is left out)."""
+        table: dict[int, Callable[[Any, Any], Awaitable[Any]]] = dict(self.topics.handlers())
+        for api_key, handler in self.interbroker.handlers().items():
+            if api_key in SUPPORTED:
+                table[api_key] = handler
+        return table
+
+
+def install(
+    membership: ClusterMembership,
+    config: BrokerConfig,
+    replica_manager: ReplicaManager,
+    topic_log_config: Callable[[Mapping[str, str]], LogConfig],
+) -> ClusterParts:
+    """Build the cluster-mode parts over the broker's replica manager."""
+    cache = MetadataCache(membership.broker_id)
+    states = ReplicaStates()
+    # A partition the cluster knows but this broker does not host: NOT_LEADER_OR_FOLLOWER.
+    replica_manager.known_in_cluster = cache.contains
+
+    async def log_config(topic: str) -> LogConfig:
+        overrides = await asyncio.to_thread(
+            membership.zk.get_entity_config, CONFIG_TYPE_TOPIC, topic
+        )
+        return topic_log_config(overrides)
+
+    interbroker = InterBrokerHandlers(
+        membership.broker_id,
+        replica_manager=replica_manager,
+        metadata_cache=cache,
+        replica_states=states,
+        log_config=log_config,
+        broker_epoch=lambda: membership.broker_epoch,
+    )
+    topics = ClusterTopicHandlers(
+        membership.broker_id,
+        membership.cluster_id,
+        membership.zk,
+        cache,
+        config.get,
+        topic_log_config,
+    )
+    return ClusterParts(cache, states, interbroker, topics)
