@@ -22,17 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
 from odradek.broker.handlers.interbroker import InterBrokerHandlers
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.cluster.zk.errors import BrokerIdAlreadyRegistered, ZooKeeperError
@@ -42,8 +44,6 @@ from odradek.storage import meta_properties
 from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
-
-LISTENER = "PLAINTEXT"  # the one listener odradek serves today
 
 
 class ClusterModeError(Exception):
@@ -93,12 +93,16 @@ class ClusterMembership:
         rack = config.get("broker.rack") or None
         return cls(zk, broker_id, cluster_id, rack)
 
-    def register(self, host: str, port: int) -> int:
-        """Create ``/brokers/ids/<id>`` for the bound listener; re-register on every new
-        session after an expiry. Returns the broker epoch (blocking)."""
+    def register(self, endpoints: Sequence[tuple[str, str, int, str]]) -> int:
+        """Create ``/brokers/ids/<id>`` naming every bound listener (``(name, host, port,
+        security protocol)``, as advertised); re-register on every new session after an
+        expiry. Returns the broker epoch (blocking)."""
         self.registration = BrokerRegistration(
             self.broker_id,
-            (BrokerEndpoint(LISTENER, host, port, LISTENER),),
+            tuple(
+                BrokerEndpoint(name, host, port, protocol)
+                for name, host, port, protocol in endpoints
+            ),
             rack=self.rack,
             timestamp_ms=int(time.time() * 1000),
         )
@@ -213,3 +217,60 @@ def install(
         topic_log_config,
     )
     return ClusterParts(cache, states, interbroker, topics)
+
+
+# The keys the controller reads, by Kafka's names (it takes a plain mapping so that it
+# does not depend on the broker's config class).
+_CONTROLLER_KEYS = (
+    "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    "delete.topic.enable",
+    "controller.socket.timeout.ms",
+)
+
+
+async def start_controller(
+    membership: ClusterMembership, config: BrokerConfig, parts: ClusterParts
+) -> Controller:
+    """Every broker of a ZooKeeper cluster runs a controller that takes part in the
+    election; the elected one drives the cluster (Kafka's KafkaController). The broker's
+    ControlledShutdown handler forwards to it."""
+    settings: dict[str, Any] = {key: config.get(key) for key in _CONTROLLER_KEYS}
+    if config.get("inter.broker.listener.name"):
+        settings["inter.broker.listener.name"] = config.get("inter.broker.listener.name")
+    controller = Controller(membership.zk, membership.broker_id, settings)
+
+    async def forward(broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
+        result = await controller.controlled_shutdown(broker_id, broker_epoch)
+        return int(result.error_code), list(result.remaining)
+
+    parts.interbroker.controlled_shutdown_hook = forward
+    await controller.start()
+    return controller
+
+
+async def leave_cluster(
+    membership: ClusterMembership,
+    config: BrokerConfig,
+    parts: ClusterParts | None,
+    controller: Controller | None,
+) -> None:
+    """Controlled shutdown first (leadership moves while this broker still serves),
+    then stop the controller (it resigns if active)."""
+    if not membership.zk.connected:
+        # The controller cannot move leadership for a broker whose session it cannot see
+        # end or change: the session's expiry will do it.
+        log.warning("not connected to ZooKeeper: stopping without a controlled shutdown")
+    elif parts and config.get("controlled.shutdown.enable") and membership.broker_epoch >= 0:
+        await controlled_shutdown(
+            parts.metadata_cache,
+            membership.broker_id,
+            membership.broker_epoch,
+            max_retries=config.get("controlled.shutdown.max.retries"),
+            backoff_s=config.get("controlled.shutdown.retry.backoff.ms") / 1000,
+            request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
+        )
+    if controller is not None:
+        await controller.stop()

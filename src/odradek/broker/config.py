@@ -404,6 +404,54 @@ _KEYS: list[ConfigKey] = [
         _at_least(0),
     ),
     ConfigKey("controlled.shutdown.enable", "bool", True, "Move leadership away before stopping."),
+    ConfigKey(
+        "controlled.shutdown.max.retries",
+        "int",
+        3,
+        "Attempts at a controlled shutdown before stopping anyway.",
+        _at_least(0),
+    ),
+    ConfigKey(
+        "controlled.shutdown.retry.backoff.ms",
+        "int",
+        5000,
+        "Wait between controlled shutdown attempts.",
+        _at_least(0),
+    ),
+    ConfigKey(
+        "auto.leader.rebalance.enable",
+        "bool",
+        True,
+        "The controller moves leadership back to preferred replicas.",
+    ),
+    ConfigKey(
+        "leader.imbalance.check.interval.seconds",
+        "int",
+        300,
+        "How often the controller checks leader imbalance.",
+        _at_least(1),
+    ),
+    ConfigKey(
+        "leader.imbalance.per.broker.percentage",
+        "int",
+        10,
+        "Imbalance per broker above which preferred leaders are elected.",
+        _between(0, 100),
+    ),
+    ConfigKey(
+        "inter.broker.listener.name",
+        "string",
+        "",
+        "Listener brokers and the controller use to reach each other (default: the first "
+        "PLAINTEXT one).",
+    ),
+    ConfigKey(
+        "controller.socket.timeout.ms",
+        "int",
+        30000,
+        "Timeout of the controller's requests to brokers.",
+        _at_least(1),
+    ),
 ]
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}

@@ -335,7 +335,6 @@ KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(
 # like the rest of Kafka's keys they are named in the start-up warning when set.
 ACCEPTED_WITHOUT_EFFECT: frozenset[str] = frozenset(
     {
-        "controlled.shutdown.enable",
         "fetch.max.bytes",
         "replica.lag.time.max.ms",
         "transaction.state.log.num.partitions",

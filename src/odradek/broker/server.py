@@ -43,6 +43,7 @@ from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager, broker_log_defaults
+from odradek.cluster.controller import Controller
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
@@ -99,6 +100,7 @@ class KafkaServer:
         self._dir_lock: DirLock | None = None
         self.cluster: cluster_mode.ClusterMembership | None = None
         self.cluster_parts: cluster_mode.ClusterParts | None = None
+        self.controller: Controller | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
@@ -256,8 +258,16 @@ class KafkaServer:
         """Announce this broker in /brokers/ids once its listener is bound (as Kafka);
         a refused registration (duplicate broker.id) stops the broker cleanly."""
         assert self.cluster is not None
+        endpoints = [
+            (endpoint.name, *self.advertised_endpoints[endpoint.name], endpoint.protocol)
+            for endpoint in self.config.advertised_listeners
+        ]
         try:
-            await asyncio.to_thread(self.cluster.register, broker_info.host, broker_info.port)
+            await asyncio.to_thread(self.cluster.register, endpoints)
+            assert self.cluster_parts is not None
+            self.controller = await cluster_mode.start_controller(
+                self.cluster, self.config, self.cluster_parts
+            )
         except BaseException:
             await self.shutdown()
             raise
@@ -267,6 +277,13 @@ class KafkaServer:
         if self._stopped.is_set():
             return
         log.info("shutting down")
+        if self.cluster is not None:
+            try:
+                await cluster_mode.leave_cluster(
+                    self.cluster, self.config, self.cluster_parts, self.controller
+                )
+            except Exception:  # the session's end moves leadership all the same
+                log.exception("leaving the cluster failed")
         # Requests parked in purgatories would hold the drain below for their whole
         # timeout (a long-poll fetch, a JoinGroup): answer them now with what there is.
         try:

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -65,9 +64,9 @@ class _Broker:
                 start_new_session=True,
             )
 
-    def wait_listening(self, deadline: float, stop: threading.Event) -> None:
+    def wait_listening(self, deadline: float, stop: _StopFlag) -> None:
         assert self.proc is not None
-        while not _listening(self.port) and not stop.is_set():
+        while not _listening(self.port) and not stop.is_set:
             if self.proc.poll() is not None:
                 raise CliError(
                     f"broker {self.broker_id} exited with code {self.proc.returncode} while "
@@ -92,6 +91,18 @@ class _Broker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+class _StopFlag:
+    """Set by the SIGINT/SIGTERM handler. A plain attribute, not a threading.Event: the
+    handler runs in the main thread, and Event.set() there can deadlock on the lock an
+    interrupted Event.wait() in the same thread holds."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def set(self, *_signal: object) -> None:
+        self.is_set = True
 
 
 @click.group()
@@ -131,9 +142,9 @@ def up(count: int, data_dir: Path, base_port: int, overrides: tuple[str, ...]) -
     # The readiness probe's reconnects while ZooKeeper boots are expected, not news.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     data_dir.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
+    stop = _StopFlag()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stop.set)
     zookeeper = ZooKeeperServer(data_dir / "zookeeper", port=base_port or None)
     brokers: list[_Broker] = []
     try:
@@ -155,7 +166,8 @@ def up(count: int, data_dir: Path, base_port: int, overrides: tuple[str, ...]) -
         click.echo(f"{count} brokers up (data and logs in {data_dir}); Ctrl-C stops them")
         sys.stdout.flush()
         reported: set[int] = set()
-        while not stop.wait(0.5):
+        while not stop.is_set:
+            time.sleep(0.5)
             for broker in brokers:
                 code = broker.proc.poll() if broker.proc is not None else None
                 if code is not None and broker.broker_id not in reported:

@@ -43,6 +43,29 @@ def inter_broker_endpoint(
     return next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
 
 
+async def exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    api_key: int,
+    version: int,
+    request: Any,
+    correlation_id: int,
+    client_id: str,
+) -> Any:
+    """Send one request on an open connection and read its response (no ApiVersions
+    first: inter-broker requests use versions fixed by the sender's protocol level)."""
+    writer.write(encode_request(version, correlation_id, client_id, request))
+    await writer.drain()
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    if not 0 <= size <= MAX_RESPONSE_SIZE:
+        raise ValueError(f"response size {size}")
+    payload = await reader.readexactly(size)
+    answered_id, response = decode_response(api_key, version, payload)
+    if answered_id != correlation_id:
+        raise ValueError(f"correlation id {answered_id}, expected {correlation_id}")
+    return response
+
+
 class BrokerChannel:
     """The send queue and connection of one broker."""
 
@@ -93,19 +116,15 @@ class BrokerChannel:
             )
         assert self._reader is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        frame = encode_request(
-            item.version, self._correlation_id, f"controller-{self.controller_id}", item.request
+        return await exchange(
+            self._reader,
+            self._writer,
+            item.api_key,
+            item.version,
+            item.request,
+            self._correlation_id,
+            f"controller-{self.controller_id}",
         )
-        self._writer.write(frame)
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        if not 0 <= size <= MAX_RESPONSE_SIZE:
-            raise ValueError(f"response size {size}")
-        payload = await self._reader.readexactly(size)
-        correlation_id, response = decode_response(item.api_key, item.version, payload)
-        if correlation_id != self._correlation_id:
-            raise ValueError(f"correlation id {correlation_id}, expected {self._correlation_id}")
-        return response
 
     def _disconnect(self) -> None:
         if self._writer is not None:
