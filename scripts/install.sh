@@ -12,8 +12,9 @@ want_test=0
 # gcc + python3-dev build the optional C record walk (odradek/records/_walk.c).
 apt_packages=(default-jre-headless python3-venv gcc python3-dev)
 if (( want_test )); then
-  # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults
-  apt_packages+=(kcat redis-server zookeeper nftables)
+  # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults,
+  # chromium + chromium-driver for the console's browser tests
+  apt_packages+=(kcat redis-server zookeeper nftables chromium chromium-driver)
 fi
 
 missing=()
@@ -35,7 +36,7 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 if (( want_test )); then
-  .venv/bin/python -m pip install -q -e '.[spark,test]'
+  .venv/bin/python -m pip install -q -e '.[spark,console,test]'
 else
   .venv/bin/python -m pip install -q -e '.[spark]'
 fi

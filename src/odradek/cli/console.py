@@ -1,0 +1,48 @@
+"""``odradek console``: serve the web console (see docs/console.md and odradek.console)."""
+
+from __future__ import annotations
+
+import click
+
+from odradek.cli.errors import CliError
+from odradek.cli.output import bootstrap_option, check_bootstrap
+
+
+@click.command("console")
+@bootstrap_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Offer actions that change the cluster (create/delete topics, reset offsets).",
+)
+@click.option(
+    "--sample-interval",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between samples of end offsets and group lag for the charts.",
+)
+def console(
+    bootstrap_server: str, host: str, port: int, allow_writes: bool, sample_interval: float
+) -> None:
+    """Serve a web console for operators: brokers, topics, messages, groups, lag, throughput."""
+    check_bootstrap(bootstrap_server)
+    try:
+        import uvicorn
+
+        from odradek.console.app import create_app
+    except ModuleNotFoundError as exc:
+        raise CliError(
+            f"the console needs the 'console' extra ({exc.name} is missing): "
+            "pip install 'odradek[console]'"
+        ) from None
+    app = create_app(bootstrap_server, allow_writes=allow_writes, sample_interval_s=sample_interval)
+    mode = "writes enabled" if allow_writes else "read-only"
+    click.echo(f"odradek console on http://{host}:{port}/ ({mode}), cluster {bootstrap_server}")
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(console)
