@@ -31,7 +31,7 @@ from starlette.templating import Jinja2Templates
 
 from odradek.client.errors import ClientError, ErrorCode, KafkaError
 from odradek.client.group_admin import ResetSpec
-from odradek.console.decode import FORMATS
+from odradek.console.decode import FORMATS, Formats
 from odradek.console.gateway import (
     MAX_BROWSE,
     ConsoleError,
@@ -166,15 +166,20 @@ class Console:
         name = request.path_params["name"]
         params = request.query_params
         mode = params.get("mode", "oldest")
-        fmt = params.get("format", "text")
         form = {
             "partition": params.get("partition", "0"),
             "mode": mode,
             "offset": params.get("offset", ""),
             "timestamp": params.get("timestamp", ""),
             "count": params.get("count", "20"),
-            "format": fmt,
+            "key_format": params.get("key_format", "text"),
+            "value_format": params.get("value_format", "text"),
+            "header_format": params.get("header_format", "text"),
         }
+        try:
+            formats = Formats(form["key_format"], form["value_format"], form["header_format"])
+        except ValueError as exc:
+            raise ConsoleError(400, str(exc)) from None
         if mode not in BROWSE_MODES:
             raise ConsoleError(400, f"mode must be one of {', '.join(BROWSE_MODES)}, not {mode!r}")
         partition = parse_int(form["partition"], "partition") or 0
@@ -195,7 +200,7 @@ class Console:
             timestamp_ms=timestamp,
             newest=mode == "newest",
             count=count,
-            fmt=fmt,
+            formats=formats,
         )
         partitions = len(self.gateway.client.cluster.partitions_for(name))
         return self.render(

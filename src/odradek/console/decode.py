@@ -9,6 +9,23 @@ FORMATS = ("text", "json", "hex")
 
 
 @dataclass(frozen=True, slots=True)
+class Formats:
+    """How to show each part of a record; each one of :data:`FORMATS`."""
+
+    key: str = "text"
+    value: str = "text"
+    headers: str = "text"
+
+    def __post_init__(self) -> None:
+        for part in ("key", "value", "headers"):
+            if getattr(self, part) not in FORMATS:
+                raise ValueError(
+                    f"{part} format must be one of {', '.join(FORMATS)}, "
+                    f"not {getattr(self, part)!r}"
+                )
+
+
+@dataclass(frozen=True, slots=True)
 class Shown:
     """One decoded byte string; ``note`` says when the chosen format did not fit."""
 

@@ -31,12 +31,13 @@ from odradek.client.group_admin import (
     ResetSpec,
 )
 from odradek.client.metadata import BrokerInfo, PartitionInfo
-from odradek.console.decode import FORMATS, Shown, show
+from odradek.console.decode import Formats, Shown, show
 
 TopicPartition = tuple[str, int]
 
 MAX_BROWSE = 500  # records one page may ask for
 BROWSE_WAIT_S = 5.0  # give up on the records still missing after this long
+TEXT = Formats()  # every part of a record as text
 REQUEST_TIMEOUT_MS = 10000  # a page should fail, not hang, when the cluster stops answering
 
 
@@ -316,12 +317,10 @@ class Gateway:
         timestamp_ms: int | None = None,
         newest: bool = False,
         count: int = 20,
-        fmt: str = "text",
+        formats: Formats = TEXT,
     ) -> BrowseResult:
         """Up to ``count`` records of one partition from ``offset``, from the first record at
         or after ``timestamp_ms``, the newest ``count`` (``newest``), or from the log start."""
-        if fmt not in FORMATS:
-            raise ConsoleError(400, f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
         if not 1 <= count <= MAX_BROWSE:
             raise ConsoleError(400, f"the number of messages must be 1..{MAX_BROWSE}, not {count}")
         partitions = await self._topic_partitions(topic)
@@ -361,10 +360,10 @@ class Gateway:
         if result.start >= log_end:
             result.notes.append(f"no messages from offset {result.start} (the log ends there)")
             return result
-        await self._read(result, topic, count, fmt)
+        await self._read(result, topic, count, formats)
         return result
 
-    async def _read(self, result: BrowseResult, topic: str, count: int, fmt: str) -> None:
+    async def _read(self, result: BrowseResult, topic: str, count: int, formats: Formats) -> None:
         consumer = Consumer(
             self.client,
             auto_offset_reset="none",
@@ -387,9 +386,9 @@ class Gateway:
                             record.partition,
                             record.offset,
                             format_timestamp(record.timestamp_ms),
-                            show(record.key, fmt),
-                            show(record.value, fmt),
-                            [(name, show(value, fmt)) for name, value in record.headers],
+                            show(record.key, formats.key),
+                            show(record.value, formats.value),
+                            [(n, show(v, formats.headers)) for n, v in record.headers],
                         )
                     )
                 if result.records and result.records[-1].offset >= last:
