@@ -1,5 +1,6 @@
 // Draws every <div class="chart" data-src=URL data-field=NAME> with Plotly from the console's
-// JSON ({series: {name: {t: [epoch s], NAME: [values]}}, error}), and redraws it every 5 s.
+// JSON ({series: {name: {t: [epoch s], NAME: [values]}}, error}), and redraws it every
+// data-refresh milliseconds (the console's sampling interval, at least one second).
 (function () {
   "use strict";
   async function draw(el) {
@@ -30,6 +31,6 @@
   }
   document.querySelectorAll(".chart").forEach(function (el) {
     draw(el);
-    setInterval(function () { draw(el); }, 5000);
+    setInterval(function () { draw(el); }, Math.max(1000, Number(el.dataset.refresh) || 5000));
   });
 })();
