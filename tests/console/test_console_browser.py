@@ -409,9 +409,13 @@ def test_writes(browser: Any, console_rw: str, cluster: dict[str, Any], tmp_path
     Select(browser.find_element(By.NAME, "strategy")).select_by_value("earliest")
     browser.find_element(By.CSS_SELECTOR, "#reset-offsets button").click()
     browser.switch_to.alert.accept()
-    _wait(lambda: "message=" in browser.current_url, what="the reset")
+    _wait(lambda: "done=reset" in browser.current_url, what="the reset")
     browser.save_screenshot(str(tmp_path / "rw-reset.png"))
     assert browser.find_element(By.CSS_SELECTOR, "td.committed").text == "0"
+    assert (
+        browser.find_element(By.ID, "message").text
+        == "reset the committed offsets of group reset-me"
+    )
     assert _cli_describe(cluster["bootstrap"], "reset-me")[("orders", 0)][0] == "0"
     # A group with members has no reset form, and a forged post is refused (409).
     _open(browser, console_rw + "/groups/live", tmp_path / "rw-live.png")
@@ -427,7 +431,8 @@ def test_writes(browser: Any, console_rw: str, cluster: dict[str, Any], tmp_path
     _open(browser, console_rw + "/topics/made-here", tmp_path / "rw-topic.png")
     browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
     browser.switch_to.alert.accept()
-    _wait(lambda: "deleted" in browser.current_url, what="the deletion")
+    _wait(lambda: "done=deleted" in browser.current_url, what="the deletion")
     browser.save_screenshot(str(tmp_path / "rw-deleted.png"))
     assert "made-here" not in browser.find_element(By.ID, "topics").text
+    assert browser.find_element(By.ID, "message").text == "deleted topic made-here"
     _wait(lambda: "made-here" not in admin.list_topics(timeout=10).topics, what="topic gone")

@@ -98,7 +98,7 @@ class Console:
     def render(
         self, request: Request, template: str, status_code: int = 200, **context: Any
     ) -> Response:
-        context.setdefault("message", request.query_params.get("message"))
+        context.setdefault("message", _done_message(request))
         return self.templates.TemplateResponse(request, template, context, status_code=status_code)
 
     def error(self, request: Request, status: int, message: str) -> Response:
@@ -258,12 +258,12 @@ class Console:
             str(form.get("replication_factor", "")), "replication factor", minimum=1
         )
         await self.gateway.create_topic(name, partitions, replication or -1)
-        return _redirect(f"/topics/{quote(name, safe='')}", f"created topic {name}")
+        return _redirect(f"/topics/{quote(name, safe='')}", "created", name)
 
     async def delete_topic(self, request: Request) -> Response:
         name = request.path_params["name"]
         await self.gateway.delete_topic(name)
-        return _redirect("/topics", f"deleted topic {name}")
+        return _redirect("/topics", "deleted", name)
 
     async def reset_group(self, request: Request) -> Response:
         group = request.path_params["group"]
@@ -278,11 +278,8 @@ class Console:
             spec = ResetSpec(strategy)
         else:
             raise ConsoleError(400, "reset to earliest, latest or an offset")
-        planned = await self.gateway.reset_group(group, spec)
-        return _redirect(
-            f"/groups/{quote(group, safe='')}",
-            f"reset {len(planned)} partition offsets of group {group} ({strategy})",
-        )
+        await self.gateway.reset_group(group, spec)
+        return _redirect(f"/groups/{quote(group, safe='')}", "reset", group)
 
     # -- assembly ------------------------------------------------------------------------------
 
@@ -333,8 +330,22 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(source).netloc == host
 
 
-def _redirect(path: str, message: str) -> Response:
-    return RedirectResponse(f"{path}?message={quote(message)}", status_code=303)
+# What a write's redirect may announce: a fixed sentence per action, so a crafted link can
+# only name a topic or group, not put arbitrary text on the console's pages.
+DONE_MESSAGES = {
+    "created": "created topic {}",
+    "deleted": "deleted topic {}",
+    "reset": "reset the committed offsets of group {}",
+}
+
+
+def _redirect(path: str, done: str, subject: str) -> Response:
+    return RedirectResponse(f"{path}?done={done}&subject={quote(subject)}", status_code=303)
+
+
+def _done_message(request: Request) -> str | None:
+    template = DONE_MESSAGES.get(request.query_params.get("done", ""))
+    return template.format(request.query_params.get("subject", "")) if template else None
 
 
 def create_app(
