@@ -436,3 +436,13 @@ def test_writes(browser: Any, console_rw: str, cluster: dict[str, Any], tmp_path
     assert "made-here" not in browser.find_element(By.ID, "topics").text
     assert browser.find_element(By.ID, "message").text == "deleted topic made-here"
     _wait(lambda: "made-here" not in admin.list_topics(timeout=10).topics, what="topic gone")
+
+
+def test_survives_a_broker_restart(console: str, cluster: dict[str, Any], tmp_path: Path) -> None:
+    broker = cluster["broker"]
+    broker.stop()
+    status, body = http(console + "/topics/orders")
+    assert status == 503 and "cannot reach the cluster" in body
+    broker.start()
+    _wait(lambda: http(console + "/topics/orders")[0] == 200, timeout=30, what="recovery")
+    assert 'class="num log-end">10<' in http(console + "/topics/orders")[1]

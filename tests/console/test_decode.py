@@ -55,3 +55,18 @@ def test_throughput_and_lag_series() -> None:
     assert sampler.current_rate("a") == 0.5
     assert sampler.current_rate("missing") is None
     assert sampler.lag("g") == {"a": {"t": [100.0, 102.0], "lag": [4, 2]}}
+
+
+def test_console_uses_only_the_client() -> None:
+    """The console reaches brokers only through odradek's client, never their code."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, odradek.console.app, odradek.cli.console; "
+        "bad = sorted(m for m in sys.modules "
+        "if m.startswith(('odradek.broker', 'odradek.storage')));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

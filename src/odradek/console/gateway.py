@@ -391,7 +391,9 @@ class Gateway:
                             [(n, show(v, formats.headers)) for n, v in record.headers],
                         )
                     )
-                if result.records and result.records[-1].offset >= last:
+                # Past the last offset wanted, even when its tail held no records for us
+                # (transaction markers, aborted batches).
+                if consumer.position(topic, result.partition) > last:
                     break
             if len(result.records) < count and time.monotonic() >= deadline:
                 result.notes.append(f"stopped waiting for more messages after {BROWSE_WAIT_S:g} s")
