@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
 
 from odradek.cli.errors import CliError
@@ -38,10 +40,26 @@ def console(
             f"the console needs the 'console' extra ({exc.name} is missing): "
             "pip install 'odradek[console]'"
         ) from None
+    sock = _listen(host, port)
     app = create_app(bootstrap_server, allow_writes=allow_writes, sample_interval_s=sample_interval)
     mode = "writes enabled" if allow_writes else "read-only"
-    click.echo(f"odradek console on http://{host}:{port}/ ({mode}), cluster {bootstrap_server}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    where = f"[{host}]" if ":" in host else host
+    click.echo(
+        f"odradek console on http://{where}:{sock.getsockname()[1]}/ ({mode}), "
+        f"cluster {bootstrap_server}"
+    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the console's socket here, so a taken port or a bad host is one error line (and
+    --port 0 can print the port it got)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def register(cli: click.Group) -> None:
