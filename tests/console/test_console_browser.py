@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -426,6 +427,22 @@ def test_writes(browser: Any, console_rw: str, cluster: dict[str, Any], tmp_path
         headers={"Origin": console_rw},
     )
     assert status == 409 and "inactive" in body
+
+    # A group id full of markup and quotes is shown as text, and the confirmation asks about
+    # exactly that id; dismissing it changes nothing.
+    odd = 'o\'neil "<i>x</i>"/7'
+    committer = Consumer({"bootstrap.servers": cluster["bootstrap"], "group.id": odd})
+    committer.commit(offsets=[TopicPartition("orders", 1, 5)], asynchronous=False)
+    committer.close()
+    _open(browser, console_rw + "/groups/" + quote(odd, safe=""), tmp_path / "rw-odd.png")
+    assert browser.find_element(By.ID, "group-id").text == odd
+    browser.find_element(By.CSS_SELECTOR, "#reset-offsets button").click()
+    alert = browser.switch_to.alert
+    assert alert.text == f"Reset every committed offset of group {odd}?"
+    alert.dismiss()
+    browser.refresh()
+    assert browser.find_element(By.CSS_SELECTOR, "td.committed").text == "5"
+    assert "done=" not in browser.current_url
 
     # Delete the topic with the form (and its confirmation dialog).
     _open(browser, console_rw + "/topics/made-here", tmp_path / "rw-topic.png")
