@@ -19,7 +19,11 @@
     });
     const layout = {
       margin: {l: 60, r: 20, t: 20, b: 40}, height: 320, showlegend: true,
-      xaxis: {type: "date"}, yaxis: {title: {text: el.dataset.ytitle}, rangemode: "tozero"},
+      xaxis: {type: "date", visible: traces.length > 0},
+      yaxis: {title: {text: el.dataset.ytitle}, rangemode: "tozero"},
+      annotations: traces.length ? [] : [{
+        text: "no samples yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+      }],
     };
     Plotly.react(el, traces, layout, {displaylogo: false, responsive: true});
     el.dataset.points = String(traces.reduce(function (n, t) { return n + t.x.length; }, 0));
