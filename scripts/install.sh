@@ -39,8 +39,9 @@ wanted_packages() {
   # gcc + python3-dev build the optional C record walk (odradek/records/_walk.c).
   local packages=(python3-venv gcc python3-dev)
   have_java || packages+=(default-jre-headless)
-  # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults
-  (( ${1:-0} )) && packages+=(kcat redis-server zookeeper nftables)
+  # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults,
+  # chromium + chromium-driver for the console's browser tests
+  (( ${1:-0} )) && packages+=(kcat redis-server zookeeper nftables chromium chromium-driver)
   echo "${packages[@]}"
 }
 
@@ -80,7 +81,7 @@ main() {
   fi
   .venv/bin/python -m pip install -q --upgrade pip
   if (( want_test )); then
-    .venv/bin/python -m pip install -q -e '.[spark,test]'
+    .venv/bin/python -m pip install -q -e '.[spark,console,test]'
   else
     .venv/bin/python -m pip install -q -e '.[spark]'
   fi

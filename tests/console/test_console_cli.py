@@ -1,0 +1,20 @@
+"""``odradek console`` failures that happen before any page: one error line, exit code 1."""
+
+from __future__ import annotations
+
+import socket
+
+from tests.cli.helpers import odradek
+
+
+def test_a_taken_port_is_one_error_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = odradek("console", "--bootstrap-server", "127.0.0.1:9", "--port", str(port))
+    result.check_error(f"cannot listen on 127.0.0.1:{port}", "Address already in use")
+
+
+def test_bad_options() -> None:
+    odradek("console", "--host", "no-such-host.invalid").check_error("cannot listen on")
+    result = odradek("console", "--sample-interval", "0")
+    assert result.code == 2 and "--sample-interval" in result.stderr
