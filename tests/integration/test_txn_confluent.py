@@ -130,7 +130,7 @@ def test_open_transaction_holds_back_read_committed(broker: BrokerProcess) -> No
     assert [v for _, _, v in seen] == [b"before"]
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x",
                          "isolation.level": "read_committed"})  # fmt: skip
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)
+    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)
     consumer.close()
     assert high == 1  # ListOffsets latest with read_committed answers the LSO
     producer.commit_transaction(WAIT_S)

@@ -280,9 +280,7 @@ _KEYS: list[ConfigKey] = [
     ),
     ConfigKey("transaction.state.log.replication.factor", "int", 3, "Replicas of it."),
     ConfigKey("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of it."),
-    ConfigKey(
-        "transaction.state.log.segment.bytes", "int", 104857600, "Its segment size."
-    ),
+    ConfigKey("transaction.state.log.segment.bytes", "int", 104857600, "Its segment size."),
     ConfigKey(
         "transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout.", _at_least(1)
     ),
