@@ -26,7 +26,15 @@ def _register() -> None:
     from odradek.cli import server
 
     cli.add_command(server.server)
-    for module_name in ("topics", "produce", "consume", "groups", "log_dirs", "demo"):
+    for module_name in (
+        "topics",
+        "produce",
+        "consume",
+        "groups",
+        "transactions",
+        "log_dirs",
+        "demo",
+    ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -241,10 +241,11 @@ async def handle_describe_transactions(
             "error_code": ErrorCode.none,
             "transactional_id": txn_id,
             "transaction_state": "",
+            # Kafka leaves the fields of a failed entry at their zero defaults.
             "transaction_timeout": 0,
-            "transaction_start_time": -1,
-            "producer_id": -1,
-            "producer_epoch": -1,
+            "transaction_start_time": 0,
+            "producer_id": 0,
+            "producer_epoch": 0,
             "topics": [],
         }
         error = coordinator.coordinator_error(txn_id)
