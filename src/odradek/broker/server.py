@@ -64,7 +64,6 @@ HANDLERS: dict[int, Handler] = {
     19: admin.handle_create_topics,
     20: admin.handle_delete_topics,
     21: admin.handle_delete_records,
-    22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
     35: log_dirs.handle_describe_log_dirs,
