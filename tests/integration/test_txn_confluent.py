@@ -226,3 +226,38 @@ def test_send_offsets_to_transaction(broker: BrokerProcess) -> None:
     committed = consumer.committed([TopicPartition(source, 0)], timeout=WAIT_S)
     consumer.close()
     assert committed[0].offset == 5
+
+
+def test_pending_offsets_are_unstable_for_require_stable(broker: BrokerProcess) -> None:
+    """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT while a
+    transactional commit of that partition is pending; without it, the last stable one."""
+    import asyncio
+
+    from odradek.client.core import KafkaClient
+    from odradek.client.entities import build_request
+
+    topic = create_topic(broker.bootstrap, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    producer = txn_producer(broker.bootstrap, f"tx-{uuid.uuid4().hex[:6]}")
+    meta_consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=0)
+    producer.send_offsets_to_transaction(
+        [TopicPartition(topic, 0, 7)], meta_consumer.consumer_group_metadata(), WAIT_S
+    )
+
+    async def fetch(require_stable: bool) -> tuple[int, int]:
+        async with KafkaClient(broker.bootstrap) as client:
+            request = build_request(
+                9, 7, group_id=group, require_stable=require_stable,
+                topics=[{"name": topic, "partition_indexes": [0]}],
+            )  # fmt: skip
+            response = await client.send(0, request)
+            part = response.topics[0].partitions[0]
+            return int(part.error_code), int(part.committed_offset)
+
+    assert asyncio.run(fetch(True)) == (88, -1)  # UNSTABLE_OFFSET_COMMIT
+    assert asyncio.run(fetch(False)) == (0, -1)  # nothing committed yet
+    producer.commit_transaction(WAIT_S)
+    assert asyncio.run(fetch(True)) == (0, 7)
+    meta_consumer.close()

@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.helpers.broker import BrokerProcess
@@ -40,16 +40,27 @@ def test_prepared_commit_completes_after_sigkill(tmp_path: Path) -> None:
         _create(broker.bootstrap, topic, partitions=2)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tp"})
         producer.init_transactions(WAIT_S)
+        group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tp-group"})
         producer.begin_transaction()
         for i in range(10):
             producer.produce(topic, f"v{i}".encode(), partition=i % 2)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic, 1, 42)], group.consumer_group_metadata(), WAIT_S
+        )
         producer.commit_transaction(WAIT_S)  # answered once PrepareCommit is written
+        group.close()
         # Markers are held back: read_committed sees nothing yet.
         assert consume_all(broker.bootstrap, topic, "read_committed", idle_s=1) == []
         broker.kill()
         broker.start()  # no marker delay this time: loading finishes the commit
         seen = consume_all(broker.bootstrap, topic, "read_committed", expected=10)
         assert sorted(v for _, _, v in seen) == sorted(f"v{i}".encode() for i in range(10))
+        # The offsets committed in the transaction were pending at the crash: the marker
+        # written after the restart made them the group's.
+        group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tp-group"})
+        committed = group.committed([TopicPartition(topic, 1)], timeout=WAIT_S)
+        group.close()
+        assert committed[0].offset == 42
         # The id is usable again, with a bumped epoch.
         again = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tp"})
         again.init_transactions(WAIT_S)
