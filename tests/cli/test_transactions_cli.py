@@ -65,6 +65,15 @@ def test_list_describe_and_abort(tmp_path: Path) -> None:
         ).check()  # fmt: skip
         seen = consume_all(bs, topic, "read_committed", expected=1)
         assert [v for _, _, v in seen] == [b"later"]
+        committed = odradek(
+            "consume", topic, "-b", bs, "--from-beginning", "--timeout-ms", "3000",
+            "--isolation-level", "read_committed",
+        ).check()  # fmt: skip
+        assert committed.lines == ["later"]
+        everything = odradek(
+            "consume", topic, "-b", bs, "--from-beginning", "--timeout-ms", "3000",
+        ).check()  # fmt: skip
+        assert everything.lines == ["hanging", "later"]
         odradek(
             "transactions", "abort", "-b", bs, "--topic", topic, "--partition", "0",
             "--start-offset", "0",

@@ -321,23 +321,6 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions, None
         return ErrorCode.none, meta
 
-    def verify_partitions(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: Iterable[TopicPartition],
-    ) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn v4 verify-only: is each partition in the ongoing transaction?"""
-        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
-        wanted = set(partitions)
-        if meta is None:
-            return dict.fromkeys(wanted, error)
-        present = meta.current.partitions if meta.state is TxnState.ONGOING else frozenset()
-        return {
-            tp: ErrorCode.none if tp in present else ErrorCode.invalid_txn_state for tp in wanted
-        }
-
     async def add_partitions(
         self,
         transactional_id: str,
