@@ -261,3 +261,20 @@ def test_timed_out_transaction_aborted_and_ids_expire() -> None:
         assert c.transaction("t") is None
 
     run(scenario())
+
+
+def test_loading_answers_load_in_progress() -> None:
+    async def scenario() -> None:
+        c = make()
+        c.starting = True
+        assert (await c.init_producer_id("t", 1000)).error is (
+            ErrorCode.coordinator_load_in_progress
+        )
+        assert c.coordinator_error("t") is ErrorCode.coordinator_load_in_progress
+        c.starting = False
+        await loaded(c)
+        assert c.coordinator_error("t") is None
+        c.unload_partition(c.partition_for("t"))
+        assert c.coordinator_error("t") is ErrorCode.not_coordinator
+
+    run(scenario())

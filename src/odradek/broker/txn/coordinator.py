@@ -114,6 +114,9 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self._partition_epoch: dict[int, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Until the broker has loaded the partitions it leads, every id is "loading": a
+        # client that arrives early retries instead of looking for another coordinator.
+        self.starting = False
         self._marker_delay_s = int(os.environ.get(DEBUG_MARKER_DELAY_ENV, "0") or 0) / 1000
 
     # == ownership =================================================================
@@ -124,14 +127,14 @@ class TransactionCoordinator:
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
         """None if this broker coordinates the id now; else the error to answer."""
         partition = self.partition_for(transactional_id)
-        if partition in self._loading:
+        if self.starting or partition in self._loading:
             return ErrorCode.coordinator_load_in_progress
         if partition not in self._owned:
             return ErrorCode.not_coordinator
         return None
 
     def is_loading(self) -> bool:
-        return bool(self._loading)
+        return self.starting or bool(self._loading)
 
     def transactions(self) -> list[TransactionMetadata]:
         return list(self._txns.values())

@@ -38,6 +38,7 @@ class TransactionService:
             TxnConfig.from_broker_config(server.config.get),
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.coordinator.starting = True
         self._create_lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -47,9 +48,12 @@ class TransactionService:
         open_txns = self._server.offsets_topic.open_transactions
         for index in list(open_txns):
             self.offsets.restore(index, open_txns.pop(index))
-        if self.state_topic.exists():
-            self.state_topic.ensure_created()  # learns the partition count
-            await self._load_all()
+        try:
+            if self.state_topic.exists():
+                self.state_topic.ensure_created()  # learns the partition count
+                await self._load_all()
+        finally:
+            self.coordinator.starting = False
         config = self._server.config
         for name, interval_ms, job in (
             (
