@@ -261,3 +261,36 @@ def test_pending_offsets_are_unstable_for_require_stable(broker: BrokerProcess) 
     producer.commit_transaction(WAIT_S)
     assert asyncio.run(fetch(True)) == (0, 7)
     meta_consumer.close()
+
+
+def test_list_transactions_filters(broker: BrokerProcess) -> None:
+    import asyncio
+
+    from odradek.client.core import KafkaClient
+    from odradek.client.entities import build_request
+
+    topic = create_topic(broker.bootstrap, partitions=1)
+    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
+    producer = txn_producer(broker.bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=0)
+    producer.flush(WAIT_S)
+
+    async def listing(states: list[str], duration: int) -> tuple[list[str], set[str]]:
+        async with KafkaClient(broker.bootstrap) as client:
+            request = build_request(
+                66, 1, state_filters=states, producer_id_filters=[], duration_filter=duration
+            )
+            response = await client.send(0, request)
+            ids = {str(t.transactional_id) for t in response.transaction_states}
+            return list(response.unknown_state_filters), ids
+
+    unknown, ids = asyncio.run(listing(["Ongoing", "Bogus"], -1))
+    assert unknown == ["Bogus"] and txn_id in ids
+    _, ids = asyncio.run(listing(["CompleteCommit"], -1))
+    assert txn_id not in ids
+    _, ids = asyncio.run(listing(["Ongoing"], 3_600_000))  # open for less than an hour
+    assert txn_id not in ids
+    producer.commit_transaction(WAIT_S)
+    _, ids = asyncio.run(listing(["CompleteCommit"], -1))
+    assert txn_id in ids

@@ -309,7 +309,7 @@ class TransactionCoordinator:
 
     # == AddPartitionsToTxn / AddOffsetsToTxn =============================================
 
-    def _check_producer(
+    def check_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[ErrorCode, TransactionMetadata | None]:
         error = self.coordinator_error(transactional_id)
@@ -331,7 +331,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> ErrorCode:
-        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        error, meta = self.check_producer(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return error
         wanted = frozenset(partitions)

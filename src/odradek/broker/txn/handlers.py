@@ -22,7 +22,7 @@ from odradek.broker.group.partitioning import partition_for
 from odradek.broker.handlers.common import respond
 from odradek.broker.txn.coordinator import TransactionCoordinator
 from odradek.broker.txn.markers import append_marker
-from odradek.broker.txn.state import STATE_BY_NAME, TxnState
+from odradek.broker.txn.state import STATE_BY_NAME
 from odradek.protocol.versions import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
@@ -175,7 +175,7 @@ async def handle_txn_offset_commit(server: KafkaServer, ctx: RequestContext, req
         for p in topic.partitions
     }
     # Kafka checks the transaction first: the producer must own the transactional id.
-    error, meta = _coordinator(server)._check_producer(
+    error, meta = _coordinator(server).check_producer(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch)
     )
     offsets_partition = partition_for(request.group_id, server.offsets_topic.num_partitions)
@@ -287,9 +287,9 @@ async def handle_list_transactions(server: KafkaServer, ctx: RequestContext, req
             continue
         if wanted_pids and current.producer_id not in wanted_pids:
             continue
-        if duration >= 0 and (
-            current.state is not TxnState.ONGOING or now - current.start_timestamp_ms < duration
-        ):
+        # KIP-994: only transactions running longer than the filter (Kafka compares the
+        # start timestamp as it is, so ids without an open transaction pass too).
+        if duration >= 0 and now - current.start_timestamp_ms <= duration:
             continue
         found.append(
             {

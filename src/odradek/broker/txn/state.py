@@ -8,7 +8,7 @@ is in flight the id has a ``pending_state`` and other requests get CONCURRENT_TR
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -92,9 +92,9 @@ class TransactionMetadata:
     transactional_id: str
     current: TxnSnapshot
     pending_state: TxnState | None = None
-    # Records of this id in __transaction_state (for load bookkeeping and tests).
+    # The leader epoch of its __transaction_state partition when this coordinator took it
+    # over; written into every marker so partitions can tell a stale coordinator's apart.
     coordinator_epoch: int = 0
-    waiters: list[object] = field(default_factory=list)
 
     @property
     def state(self) -> TxnState:
