@@ -367,7 +367,31 @@ _KEYS: list[ConfigKey] = [
     ),
     ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after."),
     ConfigKey(
-        "transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."
+        "transaction.state.log.num.partitions",
+        "int",
+        50,
+        "Partitions of __transaction_state.",
+        _at_least(1),
+    ),
+    ConfigKey("transaction.state.log.replication.factor", "int", 3, "Replicas of it."),
+    ConfigKey("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of it."),
+    ConfigKey("transaction.state.log.segment.bytes", "int", 104857600, "Its segment size."),
+    ConfigKey(
+        "transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout.", _at_least(1)
+    ),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        "How often timed-out transactions are aborted.",
+        _at_least(1),
+    ),
+    ConfigKey(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        "How often expired transactional ids are removed.",
+        _at_least(1),
     ),
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 from odradek.cluster.metadata import MetadataError
 from odradek.records.batch import Record, build_batch, decode_batches
+from odradek.records.control import ControlType, peek_control_type
 from odradek.records.validation import uncompressed_limit
 from odradek.storage.errors import StorageError
+from odradek.storage.producer_state import ORIGIN_COORDINATOR
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
@@ -39,6 +41,7 @@ class OffsetsTopic:
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
         self.num_partitions: int = server.config.get("offsets.topic.num.partitions")
+        self.open_transactions: dict[int, dict[int, list[tuple[int, bytes, bytes | None]]]] = {}
 
     def exists(self) -> bool:
         return self._server.metadata.topic(OFFSETS_TOPIC) is not None
@@ -85,8 +88,42 @@ class OffsetsTopic:
             )
         return result.base_offset + len(records) - 1
 
+    async def append_transactional(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> int:
+        """Write a transactional offset commit (TxnOffsetCommit) as a batch of the producer's
+        transaction; it counts only once a COMMIT marker follows it."""
+        batch = build_batch(
+            [Record(key=key, value=value) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=True,
+        )
+        result = self._server.replica_manager.append(
+            OFFSETS_TOPIC, partition, batch, required_acks=-1, origin=ORIGIN_COORDINATOR
+        )
+        if result.error_code != 0:
+            raise OffsetsAppendError(
+                result.error_code,
+                result.error_message or f"append to {OFFSETS_TOPIC}-{partition} failed",
+            )
+        return result.base_offset + len(records) - 1
+
     def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Every (offset, key, value) from the log start to the high watermark."""
+        """Every (offset, key, value) from the log start to the high watermark.
+
+        Records of a transactional batch are held back until their transaction's marker:
+        yielded then if it committed, dropped if it aborted. Those of transactions still
+        open at the end are left in ``open_transactions[partition]`` (producer id ->
+        records) for the transactional offset commits to restore.
+        """
+        open_txns: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        self.open_transactions[partition] = open_txns
         hosted = self._server.replica_manager.partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             return
@@ -106,10 +143,18 @@ class OffsetsTopic:
             for batch in decode_batches(data, max_uncompressed=limit):
                 last = batch.next_offset
                 if batch.is_control:
+                    held = open_txns.pop(batch.producer_id, [])
+                    if batch.records and _is_commit(batch.records[0].key):
+                        yield from held
                     continue
                 for record in batch.records:
                     if record.offset >= offset and record.key is not None:
-                        yield record.offset, record.key, record.value
+                        if batch.is_transactional:
+                            open_txns.setdefault(batch.producer_id, []).append(
+                                (record.offset, record.key, record.value)
+                            )
+                        else:
+                            yield record.offset, record.key, record.value
             if last <= offset:
                 return
             offset = last
@@ -117,3 +162,10 @@ class OffsetsTopic:
     def log_end_offset(self, partition: int) -> int:
         hosted = self._server.replica_manager.partition(OFFSETS_TOPIC, partition)
         return hosted.log.log_end_offset if hosted is not None else 0
+
+
+def _is_commit(key: bytes | None) -> bool:
+    try:
+        return peek_control_type(key) == ControlType.COMMIT
+    except ValueError:
+        return False

@@ -33,6 +33,7 @@ from odradek.storage.file_region import FileRegion
 from odradek.storage.log import Log
 from odradek.storage.log_dir_failure import is_io_failure
 from odradek.storage.log_manager import LogManager
+from odradek.storage.producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,7 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview,
         *,
         required_acks: int,
+        origin: str = ORIGIN_CLIENT,
     ) -> AppendResult:
         partition = self._partitions.get((topic, index))
         if partition is None:
@@ -255,7 +257,9 @@ class ReplicaManager:
             # it is; anything else gets a mutable copy.
             if not (isinstance(records, memoryview) and not records.readonly):
                 records = bytearray(records)
-            info = log_.append_as_leader(records, leader_epoch=partition.leader_epoch)
+            info = log_.append_as_leader(
+                records, leader_epoch=partition.leader_epoch, origin=origin
+            )
         except DuplicateSequenceError as dup:
             return AppendResult(
                 base_offset=dup.first_offset,

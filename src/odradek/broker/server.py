@@ -43,6 +43,8 @@ from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager, broker_log_defaults
+from odradek.broker.txn import handlers as txn_handlers
+from odradek.broker.txn.service import TransactionService
 from odradek.cluster.controller import Controller
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
@@ -71,7 +73,6 @@ HANDLERS: dict[int, Handler] = {
     19: admin.handle_create_topics,
     20: admin.handle_delete_topics,
     21: admin.handle_delete_records,
-    22: produce.handle_init_producer_id,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
     35: log_dirs.handle_describe_log_dirs,
@@ -201,6 +202,7 @@ class KafkaServer:
         self._timer_driver = TimerDriver(self.timer)
         self._timer_driver.start()
         self._start_group_coordinator()
+        self._start_transaction_coordinator()
         await self._start_listeners(listeners)
         broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
@@ -289,6 +291,7 @@ class KafkaServer:
         try:
             self.fetch_waiters.drain()
             await self.group_coordinator.shutdown()  # parked group requests: NOT_COORDINATOR
+            await self.txn.shutdown()
         except Exception:  # never let one step keep the logs from a clean close
             log.exception("answering parked requests failed")
         with contextlib.suppress(Exception):
@@ -352,6 +355,26 @@ class KafkaServer:
         if self.offsets_topic.exists():
             self.offsets_topic.ensure_created()  # learns the existing partition count
             self._load_offsets_partitions()
+
+    # Transactions ------------------------------------------------------------------------
+
+    def _start_transaction_coordinator(self) -> None:
+        self.txn = TransactionService(self)
+        for api_key, handler in txn_handlers.HANDLERS.items():
+            self._handlers[api_key] = handler
+        self.group_handlers.transaction_node = self._transaction_node
+        self.group_handlers.unstable_partitions = self.txn.offsets.unstable_partitions
+        self._spawn(self.txn.start(), "load-transaction-state")
+
+    async def _transaction_node(self, transactional_id: str) -> Any:
+        await self.txn.ensure_state_topic()
+        error = self.txn.coordinator.coordinator_error(transactional_id)
+        if error is not None:
+            return error
+        for broker in self.metadata.brokers():
+            if broker.node_id == self.broker_id:
+                return broker.node_id, broker.host, broker.port
+        return None
 
     def _load_offsets_partitions(self) -> None:
         """Become coordinator for every offsets partition led here; each loads in the

@@ -38,6 +38,7 @@ def _register() -> None:
         "dump_log",
         "cluster",
         "console",
+        "transactions",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

@@ -98,6 +98,9 @@ DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
@@ -141,6 +144,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     OFFSET_DELETE: (0, 0),
     DESCRIBE_CLUSTER: (0, 1),
+    # Operators' views of producers and transactions (kafka-transactions.sh); kio's ranges.
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 """api_key -> (min, max) odradek advertises and decodes. Treat as read-only."""
 

@@ -185,6 +185,11 @@ class GroupHandlers:
         self.coordinator_node = coordinator_node
         self.transaction_node = transaction_node
         self.partition_exists = partition_exists
+        # (group id, partitions or None) -> partitions with a pending transactional commit;
+        # set by the broker when it has a transaction coordinator (KIP-447 require_stable).
+        self.unstable_partitions: (
+            Callable[[str, list[tuple[str, int]] | None], set[tuple[str, int]]] | None
+        ) = None
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> ``async handler(ctx, request)``."""
@@ -448,11 +453,18 @@ class GroupHandlers:
                     "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()],
                 }
             return {"error_code": error, "topics": []}
+        unstable: set[tuple[str, int]] = set()
+        if require_stable and self.unstable_partitions is not None:
+            unstable = self.unstable_partitions(group_id, requested)
+            for tp in unstable:
+                offsets.setdefault(tp, None)
         grouped: dict[str, list[dict[str, Any]]] = {}
         for (topic_name, partition), committed in offsets.items():
-            grouped.setdefault(topic_name, []).append(
-                _fetched_partition(partition, committed, ErrorCode.none)
-            )
+            if (topic_name, partition) in unstable:
+                entry = _fetched_partition(partition, None, ErrorCode.unstable_offset_commit)
+            else:
+                entry = _fetched_partition(partition, committed, ErrorCode.none)
+            grouped.setdefault(topic_name, []).append(entry)
         result_topics: list[dict[str, Any]] = [
             {"name": n, "partitions": p} for n, p in grouped.items()
         ]

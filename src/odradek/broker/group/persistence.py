@@ -143,6 +143,11 @@ class PartitionRebuilder:
                     group_offsets.pop(tp, None)
                     return
                 value = decode_offset_commit_value(value_bytes)
+                current = group_offsets.get(tp)
+                if current is not None and current.append_offset > log_offset:
+                    # A transactional commit replayed at its marker is older than a plain
+                    # commit already seen: the later record wins, as in memory.
+                    return
                 group_offsets[tp] = CommittedOffset(
                     offset=value.offset,
                     metadata=value.metadata,

@@ -1,4 +1,4 @@
-"""Produce and InitProducerId."""
+"""Produce. (InitProducerId is served by the transaction coordinator: broker/txn/handlers.py.)"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import Ticker, element_builder, respond, respond_many
+from odradek.broker.handlers.common import Ticker, element_builder, respond_many
 from odradek.cluster.metadata import MetadataError, validate_topic_name
 
 if TYPE_CHECKING:
@@ -63,28 +63,3 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         return None  # Kafka sends no response at all for acks=0
     return respond_many(ctx, {"responses": responses, "throttle_time": 0}, ticker.count)
 
-
-async def handle_init_producer_id(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    if getattr(request, "transactional_id", None):
-        # Transactions need the transaction coordinator, which is not part of this broker yet.
-        return respond(
-            ctx,
-            {
-                "throttle_time": 0,
-                "error_code": ErrorCode.coordinator_not_available,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            },
-        )
-    producer_id, epoch = server.producer_ids.init_producer(
-        int(getattr(request, "producer_id", -1)), int(getattr(request, "producer_epoch", -1))
-    )
-    return respond(
-        ctx,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "producer_id": producer_id,
-            "producer_epoch": epoch,
-        },
-    )
