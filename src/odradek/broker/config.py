@@ -372,6 +372,16 @@ _KEYS: list[ConfigKey] = [
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
     ),
+    # Replication (odradek.broker.replica_fetcher), Kafka's names and defaults.
+    ConfigKey("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", _at_least(1)),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition per replica fetch."),
+    ConfigKey(
+        "replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response."
+    ),
+    ConfigKey("replica.fetch.min.bytes", "int", 1, "Bytes a replica fetch waits for."),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a replica fetch."),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch."),
+    ConfigKey("replica.socket.timeout.ms", "int", 30000, "Replica fetch socket timeout."),
     ConfigKey(
         "zookeeper.connect",
         "string",
