@@ -104,25 +104,35 @@ def _leader(zk: ZkClient, topic: str) -> int:
     return state.leader if state is not None else -1
 
 
+class _Sender:
+    """A confluent-kafka producer that records what was acknowledged."""
+
+    def __init__(self, brokers: list[BrokerProcess], **config: Any) -> None:
+        settings = {"bootstrap.servers": _bootstrap(brokers), "linger.ms": 5, **config}
+        self.producer = Producer(settings)
+        self.acked: list[bytes] = []
+        self.errors: list[KafkaError] = []
+
+    def _report(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+        else:
+            self.errors.append(err)
+
+    def send(self, topic: str, values: list[bytes]) -> None:
+        for value in values:
+            self.producer.produce(topic, value, partition=0, on_delivery=self._report)
+            self.producer.poll(0)
+        self.producer.flush(60)
+
+
 def _produce(
     brokers: list[BrokerProcess], topic: str, values: list[bytes], **config: Any
 ) -> tuple[list[bytes], list[KafkaError]]:
-    """Produce; return (acknowledged values, errors)."""
-    producer = Producer({"bootstrap.servers": _bootstrap(brokers), "linger.ms": 5, **config})
-    acked: list[bytes] = []
-    errors: list[KafkaError] = []
-
-    def report(err: KafkaError | None, msg: Any) -> None:
-        if err is None:
-            acked.append(msg.value())
-        else:
-            errors.append(err)
-
-    for value in values:
-        producer.produce(topic, value, partition=0, on_delivery=report)
-        producer.poll(0)
-    producer.flush(60)
-    return acked, errors
+    """Produce with a new producer; return (acknowledged values, errors)."""
+    sender = _Sender(brokers, **config)
+    sender.send(topic, values)
+    return sender.acked, sender.errors
 
 
 def _consume_all(
@@ -234,21 +244,65 @@ def test_leader_crash_loses_no_acknowledged_record(
     try:
         _create_topic(brokers, "crash", **{"min.insync.replicas": "2"})
         _wait(lambda: len(_isr(zk, "crash")) == 3, 20, "ISR of three")
+        # One idempotent producer across the move: the new leader rebuilt its sequence
+        # state from the replicated log, so the producer carries on without a fatal error.
+        sender = _Sender(brokers, acks="all", **{"enable.idempotence": True})
         first = [f"a{i}".encode() for i in range(200)]
-        acked, errors = _produce(
-            brokers, "crash", first, acks="all", **{"enable.idempotence": True}
-        )
-        assert errors == [] and sorted(acked) == sorted(first)
+        sender.send("crash", first)
+        assert sender.errors == [] and sorted(sender.acked) == sorted(first)
         old_leader = _leader(zk, "crash")
         brokers[BROKER_IDS.index(old_leader)].kill()
         _wait(lambda: _leader(zk, "crash") not in (old_leader, -1), 30, "a new leader")
         second = [f"b{i}".encode() for i in range(100)]
-        acked2, errors2 = _produce(
-            brokers, "crash", second, acks="all", **{"enable.idempotence": True}
-        )
-        assert errors2 == [] and sorted(acked2) == sorted(second)
+        sender.send("crash", second)
+        assert sender.errors == []
+        assert sorted(sender.acked) == sorted(first + second)
         seen = _consume_all(brokers, "crash", len(first) + len(second), 30)
         assert len(seen) == len(set(seen)), "duplicates"
         assert set(first + second) <= set(seen), "acknowledged records lost"
+    finally:
+        _stop_all(brokers)
+
+
+def test_a_diverged_log_is_truncated_by_leader_epoch(
+    tmp_path: Path, zk_connect: str, zk: ZkClient
+) -> None:
+    """KIP-101: a leader takes records its followers never got, then dies; once back as a
+    follower it drops them (OffsetForLeaderEpoch) and ends byte-identical to the new leader."""
+    brokers = _start_cluster(tmp_path, zk_connect)
+    try:
+        _create_topic(brokers, "kip101")
+        _wait(lambda: len(_isr(zk, "kip101")) == 3, 20, "ISR of three")
+        acked, errors = _produce(brokers, "kip101", [b"common"], acks="all")
+        assert errors == [] and acked == [b"common"]
+        old_leader = _leader(zk, "kip101")
+        old = brokers[BROKER_IDS.index(old_leader)]
+        followers = [b for b in brokers if b is not old]
+        for follower in followers:
+            assert follower.proc is not None
+            os.kill(follower.proc.pid, signal.SIGSTOP)
+        # The followers' fetches parked at the leader expire empty after
+        # replica.fetch.wait.max.ms (500); stopped, they send no new one, so what the
+        # leader takes now never leaves it.
+        time.sleep(1.5)
+        try:
+            acked, errors = _produce([old], "kip101", [b"lost1", b"lost2"], acks=1)
+            assert errors == [] and len(acked) == 2
+        finally:
+            old.kill()
+            for follower in followers:
+                assert follower.proc is not None
+                os.kill(follower.proc.pid, signal.SIGCONT)
+        _wait(lambda: _leader(zk, "kip101") not in (old_leader, -1), 30, "a new leader")
+        acked, errors = _produce(followers, "kip101", [b"new1", b"new2", b"new3"], acks="all")
+        assert errors == [] and len(acked) == 3
+        old.start()
+        _wait(
+            lambda: len({_segment_bytes(b, "kip101") for b in brokers}) == 1,
+            30,
+            "the old leader's log to match the new leader's",
+        )
+        assert "truncating from 3 to 1" in old.log_text()
+        assert _consume_all(brokers, "kip101", 4, 20) == [b"common", b"new1", b"new2", b"new3"]
     finally:
         _stop_all(brokers)
