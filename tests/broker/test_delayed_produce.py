@@ -90,3 +90,15 @@ def test_isr_shrinking_below_min_insync_while_waiting(tmp_path: Path) -> None:
         assert entry["error_code"] == ErrorCode.not_enough_replicas_after_append
 
     run(tmp_path, scenario)
+
+
+def test_losing_leadership_while_waiting(tmp_path: Path) -> None:
+    async def scenario(server: Any) -> None:
+        pending, entry = _pending(server)
+        waiting = asyncio.create_task(_await_replication(server, pending, 10000))
+        await asyncio.sleep(0.05)
+        server.replica_manager.become_follower("t", 0, LogConfig(), leader=2, leader_epoch=1)
+        await asyncio.wait_for(waiting, 5)
+        assert entry["error_code"] == ErrorCode.not_leader_or_follower
+
+    run(tmp_path, scenario)

@@ -14,7 +14,7 @@ broker; a partition goes to one of them by a hash of its name. Each task loops:
    high watermark (capped at its own log end) and log start offset.
 
 Errors back off ``replica.fetch.backoff.ms``; a lost connection is opened again. The
-leader's address is the one the metadata cache holds for it (UpdateMetadata).
+leader's address comes from LeaderAndIsr's live leaders, else the metadata cache.
 """
 
 from __future__ import annotations
@@ -398,10 +398,16 @@ class ReplicaFetcherManager:
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
-        self.address_of = address_of
+        self._cache_address_of = address_of
         self.settings = settings
+        # Leader endpoints from LeaderAndIsr (live_leaders), which may arrive before the
+        # UpdateMetadata that fills the metadata cache (Kafka uses these).
+        self.leader_addresses: dict[int, tuple[str, int]] = {}
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[tuple[str, int], ReplicaFetcher] = {}
+
+    def address_of(self, broker: int) -> tuple[str, int] | None:
+        return self.leader_addresses.get(broker) or self._cache_address_of(broker)
 
     def _fetcher_id(self, topic: str, index: int) -> int:
         return zlib.crc32(f"{topic}-{index}".encode()) % self.settings.num_fetchers

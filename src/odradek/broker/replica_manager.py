@@ -210,6 +210,9 @@ class ReplicaManager:
         partition.replicas = list(replicas or [])
         partition.followers.reset([], partition.log.log_end_offset)
         partition.isr_update_pending = False
+        if self._on_data_appended is not None:
+            # acks=all produces waiting on the former leadership answer NOT_LEADER_OR_FOLLOWER.
+            self._on_data_appended(topic, index)
         return partition
 
     def _host(

@@ -109,6 +109,12 @@ class InterBrokerHandlers:
             return _leader_and_isr_response(version, fenced, errors)
         controller_epoch = int(request.controller_epoch)
         self.cache.controller_epoch = controller_epoch
+        if self.fetchers is not None:
+            for live in getattr(request, "live_leaders", ()):
+                self.fetchers.leader_addresses[int(live.broker_id)] = (
+                    live.host_name,
+                    int(live.port),
+                )
         errors = []
         for topic, topic_id, state in states:
             code = await self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
