@@ -405,6 +405,7 @@ class ReplicaFetcherManager:
         self.leader_addresses: dict[int, tuple[str, int]] = {}
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[tuple[str, int], ReplicaFetcher] = {}
+        self._closed = False
 
     def address_of(self, broker: int) -> tuple[str, int] | None:
         return self.leader_addresses.get(broker) or self._cache_address_of(broker)
@@ -415,6 +416,8 @@ class ReplicaFetcherManager:
     def add_partition(self, topic: str, index: int, leader: int, leader_epoch: int) -> None:
         """Follow ``leader`` for this partition (truncating first)."""
         self.remove_partition(topic, index)
+        if self._closed:
+            return  # shutting down: a late LeaderAndIsr starts no new fetcher
         key = (leader, self._fetcher_id(topic, index))
         fetcher = self._fetchers.get(key)
         if fetcher is None:
@@ -437,6 +440,7 @@ class ReplicaFetcherManager:
             fetcher.remove(topic, index)
 
     async def close(self) -> None:
+        self._closed = True
         fetchers, self._fetchers = list(self._fetchers.values()), {}
         self._assigned.clear()
         for fetcher in fetchers:
