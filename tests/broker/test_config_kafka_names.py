@@ -15,8 +15,8 @@ def test_every_documented_kafka_key_is_accepted() -> None:
     # meaning for a lone broker.
     for name in ["process.roles", "controller.quorum.voters", "ssl.keystore.location",
                  "sasl.enabled.mechanisms", "remote.log.storage.system.enable",
-                 "transaction.state.log.min.isr", "metric.reporters", "authorizer.class.name",
-                 "log.cleaner.dedupe.buffer.size", "zookeeper.connection.timeout.ms"]:  # fmt: skip
+                 "num.recovery.threads.per.data.dir", "metric.reporters", "authorizer.class.name",
+                 "log.cleaner.dedupe.buffer.size", "socket.send.buffer.bytes"]:  # fmt: skip
         assert name in KAFKA_BROKER_CONFIG_NAMES
         config = BrokerConfig({name: "x"})
         assert config.unused == {name: "x"}
@@ -55,16 +55,15 @@ def test_a_key_like_nothing_gets_no_suggestion() -> None:
     assert str(info.value) == "unknown config key 'qqqq.zzzz'"
 
 
-def test_zookeeper_connect_in_a_file_is_ignored_but_refused_as_an_override(
-    tmp_path: Path,
-) -> None:
+def test_zookeeper_connect_in_a_file_turns_cluster_mode_on(tmp_path: Path) -> None:
+    # As in Kafka: the stock ZooKeeper-mode file joins the ZooKeeper it names.
     path = tmp_path / "server.properties"
     path.write_text("zookeeper.connect=localhost:2181\n")
     config = BrokerConfig.load(path)
-    assert config.unused == {"zookeeper.connect": "localhost:2181"}
-    assert config.zookeeper_connect == ""
-    with pytest.raises(ConfigError, match="ZooKeeper clusters are not supported yet"):
-        BrokerConfig.load(path, ["zookeeper.connect=localhost:2181"])
+    assert config.unused == {}
+    assert config.zookeeper_connect == "localhost:2181"
+    with pytest.raises(ConfigError, match=r"zookeeper\.connect"):
+        BrokerConfig.load(path, ["zookeeper.connect=localhost:notaport"])
 
 
 def test_keys_without_effect_are_reported_unused_too() -> None:

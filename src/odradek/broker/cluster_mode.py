@@ -31,8 +31,10 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
 from odradek.broker.handlers.interbroker import InterBrokerHandlers
+from odradek.broker.isr_writer import IsrWriter
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
+from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
@@ -169,6 +171,7 @@ class ClusterParts:
     replica_states: ReplicaStates
     interbroker: InterBrokerHandlers
     topics: ClusterTopicHandlers
+    fetchers: ReplicaFetcherManager
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -208,6 +211,16 @@ def install(
         log_config=log_config,
         broker_epoch=lambda: membership.broker_epoch,
     )
+
+    def address_of(broker: int) -> tuple[str, int] | None:
+        live = cache.broker(broker)
+        return (live.host, live.port) if live is not None else None
+
+    fetchers = ReplicaFetcherManager(
+        membership.broker_id, replica_manager, address_of, FetcherSettings.from_config(config.get)
+    )
+    interbroker.fetchers = fetchers
+    replica_manager.isr_writer = IsrWriter(membership.zk, states, replica_manager).request
     topics = ClusterTopicHandlers(
         membership.broker_id,
         membership.cluster_id,
@@ -216,7 +229,7 @@ def install(
         config.get,
         topic_log_config,
     )
-    return ClusterParts(cache, states, interbroker, topics)
+    return ClusterParts(cache, states, interbroker, topics, fetchers)
 
 
 # The keys the controller reads, by Kafka's names (it takes a plain mapping so that it

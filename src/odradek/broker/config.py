@@ -396,6 +396,16 @@ _KEYS: list[ConfigKey] = [
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
     ),
+    # Replication (odradek.broker.replica_fetcher), Kafka's names and defaults.
+    ConfigKey("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", _at_least(1)),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition per replica fetch."),
+    ConfigKey(
+        "replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response."
+    ),
+    ConfigKey("replica.fetch.min.bytes", "int", 1, "Bytes a replica fetch waits for."),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a replica fetch."),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch."),
+    ConfigKey("replica.socket.timeout.ms", "int", 30000, "Replica fetch socket timeout."),
     ConfigKey(
         "zookeeper.connect",
         "string",
@@ -563,18 +573,10 @@ class BrokerConfig:
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
         props: dict[str, str] = {}
-        ignored: dict[str, str] = {}
         if path is not None:
             props.update(read_properties(path))
-            # Kafka's stock server.properties names a ZooKeeper; a file written for a lone
-            # Kafka broker should start this lone broker. An explicit --override is a
-            # deliberate request for a cluster and is still refused.
-            if props.get("zookeeper.connect"):
-                ignored["zookeeper.connect"] = props.pop("zookeeper.connect")
         props.update(parse_overrides(overrides or []))
-        config = cls(props)
-        config.unused.update(ignored)
-        return config
+        return cls(props)
 
     def set(self, name: str, raw: str) -> None:
         key = KEYS.get(name)

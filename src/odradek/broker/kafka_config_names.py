@@ -336,10 +336,6 @@ KAFKA_BROKER_CONFIG_NAMES: frozenset[str] = frozenset(
 ACCEPTED_WITHOUT_EFFECT: frozenset[str] = frozenset(
     {
         "fetch.max.bytes",
-        "replica.lag.time.max.ms",
-        "transaction.state.log.num.partitions",
-        "transactional.id.expiration.ms",
-        "zookeeper.session.timeout.ms",
     }
 )
 

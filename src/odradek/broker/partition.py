@@ -13,6 +13,7 @@ requests are the only writers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -97,3 +98,91 @@ class ReplicaStates:
 
     def __len__(self) -> int:
         return len(self._states)
+
+
+# --- the leader's view of its followers (Kafka's Replica / Partition ISR logic) --------
+
+UNKNOWN_OFFSET = -1  # a follower that has not fetched since this broker became leader
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches (Kafka's ReplicaState)."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    # When the follower last had everything the leader had (Kafka's lastCaughtUpTimeMs):
+    # the ISR shrinks on it, not on when the follower last fetched.
+    last_caught_up_ms: float = 0.0
+    # The leader's LEO and the time at the follower's previous fetch: a fetch reaching
+    # that LEO proves the follower was caught up back then.
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET
+    last_fetch_ms: float = 0.0
+
+
+class FollowerTracker:
+    """Follower LEOs, ISR membership and the high watermark rule of a partition's leader.
+
+    Pure bookkeeping with an injected clock (milliseconds), so the rules are unit-tested
+    without a network: the replica manager feeds it each follower fetch and asks it
+    which followers to drop from or add to the ISR, and where the high watermark goes.
+    """
+
+    def __init__(self, leader_id: int, clock_ms: Callable[[], float]) -> None:
+        self.leader_id = leader_id
+        self._clock_ms = clock_ms
+        self.followers: dict[int, FollowerState] = {}
+
+    def reset(self, replicas: list[int], leader_leo: int) -> None:
+        """A new leadership: every follower starts unknown but counted as caught up now
+        (Kafka's makeLeader), so it gets replica.lag.time.max.ms to show up."""
+        now = self._clock_ms()
+        self.followers = {
+            r: FollowerState(
+                last_caught_up_ms=now, last_fetch_leader_leo=leader_leo, last_fetch_ms=now
+            )
+            for r in replicas
+            if r != self.leader_id
+        }
+
+    def record_fetch(self, replica: int, fetch_offset: int, leader_leo: int) -> None:
+        """A follower fetched from ``fetch_offset`` (Kafka's updateFetchState)."""
+        state = self.followers.get(replica)
+        if state is None:
+            state = self.followers[replica] = FollowerState()
+        now = self._clock_ms()
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now)
+        elif fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now
+
+    def high_watermark(self, isr: set[int] | list[int], leader_leo: int) -> int:
+        """The smallest LEO in the ISR (an ISR follower not yet heard from holds it)."""
+        candidates = [leader_leo]
+        for replica in isr:
+            if replica == self.leader_id:
+                continue
+            state = self.followers.get(replica)
+            candidates.append(state.log_end_offset if state else UNKNOWN_OFFSET)
+        return min(candidates)
+
+    def out_of_sync(self, isr: set[int] | list[int], lag_time_ms: int) -> set[int]:
+        """ISR followers not caught up within ``lag_time_ms`` (Kafka's getOutOfSyncReplicas)."""
+        now = self._clock_ms()
+        stale = set()
+        for replica in isr:
+            if replica == self.leader_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or now - state.last_caught_up_ms > lag_time_ms:
+                stale.add(replica)
+        return stale
+
+    def can_join_isr(self, replica: int, high_watermark: int, epoch_start_offset: int) -> bool:
+        """Caught up to the HW and into this leader's epoch (Kafka's isFollowerInSync)."""
+        state = self.followers.get(replica)
+        if state is None:
+            return False
+        return state.log_end_offset >= high_watermark and state.log_end_offset >= epoch_start_offset

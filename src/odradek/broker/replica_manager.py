@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from odradek.broker.partition import FollowerTracker
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
@@ -43,6 +44,9 @@ OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 KAFKA_STORAGE_ERROR = 56
 UNKNOWN_SERVER_ERROR = -1
 
@@ -54,6 +58,7 @@ READ_COMMITTED = 1
 class AppendResult:
     error_code: int = NONE
     base_offset: int = -1
+    last_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
@@ -73,13 +78,30 @@ class ReadResult:
 class Partition:
     """One partition led (or followed) by this broker."""
 
-    def __init__(self, topic: str, index: int, log: Log, *, leader_epoch: int = 0) -> None:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        log: Log,
+        *,
+        leader_epoch: int = 0,
+        broker_id: int = -1,
+        clock_ms: Callable[[], float] = lambda: time.time() * 1000,
+    ) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
         self.isr: set[int] = set()
+        self.replicas: list[int] = []
         self.leader_id: int = -1
+        # The leader's view of its followers (empty on a follower and on the single broker).
+        self.followers = FollowerTracker(broker_id, clock_ms)
+        # Where this broker's leader epoch began: a follower joins the ISR only once it
+        # has reached it (Kafka's leaderEpochStartOffsetOpt).
+        self.epoch_start_offset = log.log_end_offset
+        # An ISR change being written to ZooKeeper: no second one until it is settled.
+        self.isr_update_pending = False
         self._high_watermark = -1
         self._set_high_watermark(log.log_end_offset)
 
@@ -87,17 +109,18 @@ class Partition:
     def high_watermark(self) -> int:
         return self._high_watermark
 
-    def advance_high_watermark(self, follower_leos: dict[int, int] | None = None) -> bool:
-        """Move the HW to the smallest LEO in the ISR; returns True if it moved."""
-        candidates = [self.log.log_end_offset]
-        for replica, leo in (follower_leos or {}).items():
-            if replica in self.isr:
-                candidates.append(leo)
-        new_hw = min(candidates)
+    def advance_high_watermark(self) -> bool:
+        """Leader: move the HW to the smallest LEO in the ISR, only ever forward; returns
+        True if it moved."""
+        new_hw = self.followers.high_watermark(self.isr, self.log.log_end_offset)
         if new_hw > self._high_watermark:
             self._set_high_watermark(new_hw)
             return True
         return False
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: the leader's HW from a fetch answer, capped at the local LEO."""
+        self._set_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
 
     def _set_high_watermark(self, value: int) -> None:
         self._high_watermark = value
@@ -133,6 +156,9 @@ class ReplicaManager:
         # to the cluster but not hosted here answers NOT_LEADER_OR_FOLLOWER, so clients
         # refresh metadata (Kafka's getPartitionOrError); None for the single broker.
         self.known_in_cluster: Callable[[str, int], bool] | None = None
+        # Cluster mode: writes an ISR change to ZooKeeper (partition, new ISR, reason) and
+        # calls apply_isr_change once it is there; None on the single broker.
+        self.isr_writer: Callable[[Partition, set[int], str], None] | None = None
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -150,13 +176,57 @@ class ReplicaManager:
         *,
         leader_epoch: int = 0,
         topic_id: uuid.UUID | None = None,
+        isr: list[int] | None = None,
+        replicas: list[int] | None = None,
+    ) -> Partition:
+        """Lead the partition. ``isr``/``replicas`` come from LeaderAndIsr in cluster
+        mode; the single broker is alone in both. The high watermark is kept (a new
+        leader never moves it back); followers start unknown (Kafka's makeLeader)."""
+        partition = self._host(topic, index, config, leader_epoch, topic_id)
+        partition.leader_id = self.broker_id
+        partition.isr = set(isr) if isr is not None else {self.broker_id}
+        partition.replicas = list(replicas) if replicas is not None else [self.broker_id]
+        partition.epoch_start_offset = partition.log.log_end_offset
+        partition.isr_update_pending = False
+        partition.followers.reset(partition.replicas, partition.log.log_end_offset)
+        partition.advance_high_watermark()
+        return partition
+
+    def become_follower(
+        self,
+        topic: str,
+        index: int,
+        config: LogConfig,
+        *,
+        leader: int,
+        leader_epoch: int,
+        topic_id: uuid.UUID | None = None,
+        replicas: list[int] | None = None,
+    ) -> Partition:
+        """Host the partition's log as a follower of ``leader`` (cluster mode): appends and
+        client reads answer NOT_LEADER_OR_FOLLOWER; the replica fetcher fills the log."""
+        partition = self._host(topic, index, config, leader_epoch, topic_id)
+        partition.leader_id = leader
+        partition.isr = set()
+        partition.replicas = list(replicas or [])
+        partition.followers.reset([], partition.log.log_end_offset)
+        partition.isr_update_pending = False
+        if self._on_data_appended is not None:
+            # acks=all produces waiting on the former leadership answer NOT_LEADER_OR_FOLLOWER.
+            self._on_data_appended(topic, index)
+        return partition
+
+    def _host(
+        self,
+        topic: str,
+        index: int,
+        config: LogConfig,
+        leader_epoch: int,
+        topic_id: uuid.UUID | None,
     ) -> Partition:
         existing = self._partitions.get((topic, index))
         if existing is not None:
             existing.leader_epoch = leader_epoch
-            existing.leader_id = self.broker_id
-            existing.isr = {self.broker_id}
-            existing.advance_high_watermark()
             return existing
         log_ = self.log_manager.get_or_create_log(topic, index, config)
         log_.update_config(config)
@@ -170,31 +240,15 @@ class ReplicaManager:
                 self.log_manager.delete_log(topic, index)
                 log_ = self.log_manager.get_or_create_log(topic, index, config)
                 log_.assign_topic_id(topic_id)
-        partition = Partition(topic, index, log_, leader_epoch=leader_epoch)
-        partition.leader_id = self.broker_id
-        partition.isr = {self.broker_id}
-        partition.advance_high_watermark()
-        self._partitions[(topic, index)] = partition
-        return partition
-
-    def become_follower(
-        self,
-        topic: str,
-        index: int,
-        config: LogConfig,
-        *,
-        leader: int,
-        leader_epoch: int,
-        topic_id: uuid.UUID | None = None,
-    ) -> Partition:
-        """Host the partition's log as a follower of ``leader`` (cluster mode): appends and
-        client reads answer NOT_LEADER_OR_FOLLOWER. Fetching from the leader is the
-        replication phase's work."""
-        partition = self.become_leader(
-            topic, index, config, leader_epoch=leader_epoch, topic_id=topic_id
+        partition = Partition(
+            topic,
+            index,
+            log_,
+            leader_epoch=leader_epoch,
+            broker_id=self.broker_id,
+            clock_ms=lambda: self._clock() * 1000,
         )
-        partition.leader_id = leader
-        partition.isr = set()
+        self._partitions[(topic, index)] = partition
         return partition
 
     def missing_partition_error(self, topic: str, index: int) -> int:
@@ -261,8 +315,10 @@ class ReplicaManager:
                 records, leader_epoch=partition.leader_epoch, origin=origin
             )
         except DuplicateSequenceError as dup:
+            # Already written: acks=all waits for what the log holds now.
             return AppendResult(
                 base_offset=dup.first_offset,
+                last_offset=log_.log_end_offset - 1,
                 log_append_time_ms=dup.log_append_time_ms,
                 log_start_offset=log_.log_start_offset,
             )
@@ -284,6 +340,7 @@ class ReplicaManager:
         if info.duplicate:
             return AppendResult(
                 base_offset=info.first_offset,
+                last_offset=info.last_offset,
                 log_append_time_ms=info.log_append_time_ms,
                 log_start_offset=info.log_start_offset,
             )
@@ -292,6 +349,7 @@ class ReplicaManager:
             self._on_data_appended(topic, index)
         return AppendResult(
             base_offset=info.first_offset,
+            last_offset=info.last_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
         )
@@ -307,7 +365,10 @@ class ReplicaManager:
         *,
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
+        replica_id: int = -1,
     ) -> ReadResult:
+        """Consumers read up to the high watermark (or LSO); a follower (``replica_id``
+        >= 0) reads up to the log end, to replicate what is not yet committed."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return ReadResult(error_code=self.missing_partition_error(topic, index))
@@ -325,6 +386,8 @@ class ReplicaManager:
             log_start_offset=log_.log_start_offset,
         )
         upper = last_stable if isolation_level == READ_COMMITTED else high_watermark
+        if replica_id >= 0:
+            upper = log_.log_end_offset
         if fetch_offset == upper and fetch_offset <= log_.log_end_offset:
             return result  # caught up: nothing to send, not an error
         try:
@@ -357,7 +420,14 @@ class ReplicaManager:
         return f"log directory {failure.directory} is offline: {failure.cause}"
 
     def bytes_available(
-        self, topic: str, index: int, fetch_offset: int, isolation_level: int, *, limit: int
+        self,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        isolation_level: int,
+        *,
+        limit: int,
+        replica_id: int = -1,
     ) -> int | None:
         """Rough count of readable bytes past fetch_offset; None if the partition is gone.
 
@@ -372,6 +442,8 @@ class ReplicaManager:
             if isolation_level == READ_COMMITTED
             else partition.high_watermark
         )
+        if replica_id >= 0:
+            upper = partition.log.log_end_offset
         if fetch_offset >= upper:
             return 0
         try:
@@ -381,3 +453,83 @@ class ReplicaManager:
         except StorageError:
             return None  # let the real read report the error
         return info.size
+
+    # Replication: the leader's side ------------------------------------------------
+
+    def record_follower_fetch(
+        self, topic: str, index: int, replica_id: int, fetch_offset: int, current_epoch: int
+    ) -> int:
+        """A follower fetches from ``fetch_offset``: that is its log end offset. Update
+        its state, the high watermark and maybe the ISR; returns an error code (Kafka's
+        updateFollowerFetchState, with the leader epoch fencing of KIP-320)."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return self.missing_partition_error(topic, index)
+        if partition.leader_id != self.broker_id:
+            return NOT_LEADER_OR_FOLLOWER
+        if current_epoch >= 0 and current_epoch < partition.leader_epoch:
+            return FENCED_LEADER_EPOCH
+        if current_epoch > partition.leader_epoch:
+            return UNKNOWN_LEADER_EPOCH
+        if partition.replicas and replica_id not in partition.replicas:
+            return NOT_LEADER_OR_FOLLOWER  # Kafka: "not a replica of this partition"
+        leo = partition.log.log_end_offset
+        partition.followers.record_fetch(replica_id, min(fetch_offset, leo), leo)
+        if replica_id not in partition.isr and partition.followers.can_join_isr(
+            replica_id, partition.high_watermark, partition.epoch_start_offset
+        ):
+            self._request_isr_change(
+                partition,
+                partition.isr | {replica_id},
+                f"replica {replica_id} caught up to offset {fetch_offset}",
+            )
+        self.maybe_advance_high_watermark(partition)
+        return NONE
+
+    def maybe_advance_high_watermark(self, partition: Partition) -> None:
+        if partition.advance_high_watermark() and self._on_data_appended is not None:
+            # Consumers waiting at the old HW and acks=all produces can now complete.
+            self._on_data_appended(partition.topic, partition.index)
+
+    def shrink_isrs(self, lag_time_ms: int) -> None:
+        """Drop from every led partition's ISR the followers not caught up within
+        ``replica.lag.time.max.ms`` (Kafka's maybeShrinkIsr, run every lag/2)."""
+        for partition in list(self._partitions.values()):
+            if partition.leader_id != self.broker_id or partition.isr_update_pending:
+                continue
+            stale = partition.followers.out_of_sync(partition.isr, lag_time_ms)
+            if stale:
+                self._request_isr_change(
+                    partition,
+                    partition.isr - stale,
+                    f"replicas {sorted(stale)} not caught up within {lag_time_ms} ms "
+                    f"(HW {partition.high_watermark}, leader LEO {partition.log.log_end_offset})",
+                )
+
+    def _request_isr_change(self, partition: Partition, new_isr: set[int], reason: str) -> None:
+        writer = self.isr_writer
+        if writer is None or partition.isr_update_pending:
+            return
+        partition.isr_update_pending = True
+        writer(partition, new_isr, reason)
+
+    def apply_isr_change(self, partition: Partition, new_isr: set[int]) -> None:
+        """The ISR change is in ZooKeeper: use it (a shrink may let the HW move on)."""
+        partition.isr = set(new_isr)
+        partition.isr_update_pending = False
+        self.maybe_advance_high_watermark(partition)
+        if self._on_data_appended is not None:
+            # acks=all produces waiting may now fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+            self._on_data_appended(partition.topic, partition.index)
+
+    def produce_status(self, topic: str, index: int, required_offset: int) -> int | None:
+        """acks=all: None while the HW is below ``required_offset``; else the error code
+        of the produce (Kafka's Partition.checkEnoughReplicasReachOffset)."""
+        partition = self._partitions.get((topic, index))
+        if partition is None or partition.leader_id != self.broker_id:
+            return NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark < required_offset:
+            return None
+        if len(partition.isr) < partition.log.config.min_insync_replicas:
+            return NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return NONE

@@ -29,7 +29,16 @@ from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
-from odradek.broker.handlers import admin, configs, fetch, log_dirs, metadata, produce
+from odradek.broker.handlers import (
+    admin,
+    configs,
+    fetch,
+    leader_epoch,
+    log_dirs,
+    metadata,
+    produce,
+)
+from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
 from odradek.broker.network import (
     ChunkedResponse,
@@ -73,6 +82,7 @@ HANDLERS: dict[int, Handler] = {
     19: admin.handle_create_topics,
     20: admin.handle_delete_topics,
     21: admin.handle_delete_records,
+    23: leader_epoch.handle_offset_for_leader_epoch,
     32: configs.handle_describe_configs,
     33: configs.handle_alter_configs,
     35: log_dirs.handle_describe_log_dirs,
@@ -270,6 +280,14 @@ class KafkaServer:
             self.controller = await cluster_mode.start_controller(
                 self.cluster, self.config, self.cluster_parts
             )
+            self._background.append(
+                asyncio.create_task(
+                    run_isr_expiration(
+                        self.replica_manager, self.config.get("replica.lag.time.max.ms")
+                    ),
+                    name="odradek-isr-expiration",
+                )
+            )
         except BaseException:
             await self.shutdown()
             raise
@@ -286,6 +304,9 @@ class KafkaServer:
                 )
             except Exception:  # the session's end moves leadership all the same
                 log.exception("leaving the cluster failed")
+        if self.cluster_parts is not None:
+            with contextlib.suppress(Exception):
+                await self.cluster_parts.fetchers.close()
         # Requests parked in purgatories would hold the drain below for their whole
         # timeout (a long-poll fetch, a JoinGroup): answer them now with what there is.
         try:

@@ -68,12 +68,6 @@ def _warn_unused(config: BrokerConfig) -> None:
             "These configurations '%s' were supplied but are not used by odradek.",
             ", ".join(sorted(config.unused)),
         )
-    if "zookeeper.connect" in config.unused:
-        log.warning(
-            "zookeeper.connect=%s is ignored: this broker runs alone (ZooKeeper clusters "
-            "are not supported yet).",
-            config.unused["zookeeper.connect"],
-        )
 
 
 def _check_data_dir(path: Path) -> None:

@@ -1,4 +1,8 @@
-"""Fetch and ListOffsets: how consumers (and later followers) read.
+"""Fetch and ListOffsets: how consumers and followers read.
+
+A fetch naming a ``replica_id`` (>= 0) comes from a follower: it reads up to the log end
+rather than the high watermark, and its fetch offset tells the leader the follower's log
+end offset (the replica manager moves the high watermark and the ISR on it).
 
 A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory until enough
 data arrives (an append to one of its partitions wakes it) or ``max_wait`` passes. The
@@ -44,8 +48,11 @@ class _FetchPlan:
         self.isolation_level = int(getattr(request, "isolation_level", 0))
         self.max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
         self.min_bytes = int(request.min_bytes)
+        self.replica_id = int(getattr(request, "replica_id", -1))
         self._request = request
         self.items: list[tuple[str, int, int, int]] = []
+        # Follower fetches refused before reading (fenced epoch, not the leader).
+        self.errors: dict[tuple[str, int], int] = {}
 
     async def collect(self) -> None:
         """List the partitions asked for, yielding to the loop now and then (a request
@@ -57,6 +64,16 @@ class _FetchPlan:
                 self.items.append(
                     (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
                 )
+                if self.replica_id >= 0:
+                    code = self.server.replica_manager.record_follower_fetch(
+                        topic.topic,
+                        int(p.partition),
+                        self.replica_id,
+                        int(p.fetch_offset),
+                        int(getattr(p, "current_leader_epoch", -1)),
+                    )
+                    if code:
+                        self.errors[(topic.topic, int(p.partition))] = code
 
     def keys(self) -> list[tuple[str, int]]:
         return [(topic, partition) for topic, partition, _, _ in self.items]
@@ -69,6 +86,10 @@ class _FetchPlan:
         for topic, partition, offset, partition_max in self.items:
             await ticker.tick()
             limit = max(0, min(partition_max, remaining))
+            refused = self.errors.get((topic, partition))
+            if refused is not None:
+                results.append((topic, partition, ReadResult(error_code=refused)))
+                continue
             # Kafka returns at least one whole batch (even one larger than the limits) for
             # the first partition with data, so a consumer can always make progress.
             result = self.server.replica_manager.read(
@@ -78,6 +99,7 @@ class _FetchPlan:
                 limit,
                 isolation_level=self.isolation_level,
                 min_one_batch=first,
+                replica_id=self.replica_id,
             )
             if result.size:
                 first = False
@@ -88,8 +110,15 @@ class _FetchPlan:
     def bytes_ready(self) -> int:
         total = 0
         for topic, partition, offset, _ in self.items:
+            if (topic, partition) in self.errors:
+                return self.min_bytes
             available = self.server.replica_manager.bytes_available(
-                topic, partition, offset, self.isolation_level, limit=self.min_bytes
+                topic,
+                partition,
+                offset,
+                self.isolation_level,
+                limit=self.min_bytes,
+                replica_id=self.replica_id,
             )
             if available is None:
                 return self.min_bytes  # an error is an answer: respond now

@@ -33,6 +33,7 @@ from odradek.broker.partition import (
     ReplicaStates,
     Role,
 )
+from odradek.broker.replica_fetcher import ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol import interbroker
 from odradek.storage.config import LogConfig
@@ -69,6 +70,8 @@ class InterBrokerHandlers:
         # Set by the server on the controller's broker: forwards ControlledShutdown to
         # the active controller; None (or the hook answering NOT_CONTROLLER) elsewhere.
         self.controlled_shutdown_hook: ControlledShutdownHook | None = None
+        # Cluster mode: the replica fetchers a follower partition is handed to.
+        self.fetchers: ReplicaFetcherManager | None = None
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         return {
@@ -106,6 +109,12 @@ class InterBrokerHandlers:
             return _leader_and_isr_response(version, fenced, errors)
         controller_epoch = int(request.controller_epoch)
         self.cache.controller_epoch = controller_epoch
+        if self.fetchers is not None:
+            for live in getattr(request, "live_leaders", ()):
+                self.fetchers.leader_addresses[int(live.broker_id)] = (
+                    live.host_name,
+                    int(live.port),
+                )
         errors = []
         for topic, topic_id, state in states:
             code = await self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
@@ -132,6 +141,7 @@ class InterBrokerHandlers:
         if self.broker_id not in replicas:
             return ErrorCode.unknown_topic_or_partition
         leader = int(state.leader)
+        isr = [int(r) for r in state.isr]
         try:
             config = await self.log_config(topic)
         except Exception as exc:  # ZooKeeper unreachable, a bad stored config
@@ -139,18 +149,37 @@ class InterBrokerHandlers:
             return ErrorCode.kafka_storage_error
         try:
             if leader == self.broker_id:
+                if self.fetchers is not None:
+                    self.fetchers.remove_partition(topic, index)
                 partition = self.replica_manager.become_leader(
-                    topic, index, config, leader_epoch=requested, topic_id=topic_id
+                    topic,
+                    index,
+                    config,
+                    leader_epoch=requested,
+                    topic_id=topic_id,
+                    isr=isr,
+                    replicas=replicas,
                 )
-                partition.isr = {int(r) for r in state.isr}
                 # The new epoch starts at the log end (Kafka's makeLeader), so followers
                 # truncating by leader epoch find where this leader's writes begin.
                 partition.log.leader_epoch_cache.assign(requested, partition.log.log_end_offset)
                 role = Role.LEADER
             else:
                 self.replica_manager.become_follower(
-                    topic, index, config, leader=leader, leader_epoch=requested, topic_id=topic_id
+                    topic,
+                    index,
+                    config,
+                    leader=leader,
+                    leader_epoch=requested,
+                    topic_id=topic_id,
+                    replicas=replicas,
                 )
+                if self.fetchers is not None:
+                    if leader >= 0:
+                        # Kafka's makeFollower: truncate by leader epoch, then fetch.
+                        self.fetchers.add_partition(topic, index, leader, requested)
+                    else:
+                        self.fetchers.remove_partition(topic, index)
                 role = Role.FOLLOWER
         except OSError as exc:
             log.error("cannot host %s-%d: %s", topic, index, exc)
@@ -208,6 +237,8 @@ class InterBrokerHandlers:
         ):
             return ErrorCode.fenced_leader_epoch
         self.states.remove(topic, index)
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(topic, index)
         try:
             hosted = self.replica_manager.partition(topic, index) is not None
             if hosted or delete:

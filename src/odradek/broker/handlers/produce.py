@@ -1,4 +1,12 @@
-"""Produce. (InitProducerId is served by the transaction coordinator: broker/txn/handlers.py.)"""
+"""Produce. (InitProducerId is served by the transaction coordinator: broker/txn/handlers.py.)
+
+acks=all (-1): once appended, the answer waits in the purgatory until the high watermark
+passes the batch (every ISR member has it), as Kafka's DelayedProduce: it answers
+REQUEST_TIMED_OUT when the request's timeout passes first, and
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas``
+meanwhile. The records stay in the log either way (the producer retries; idempotence
+turns the retry into a duplicate that is answered, not written again).
+"""
 
 from __future__ import annotations
 
@@ -27,6 +35,8 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
     responses = []
     ticker = Ticker()
     make_partition = element_builder(ctx, "responses", "partition_responses")
+    # acks=all appends waiting for replication: (topic, partition, entry, required offset)
+    pending: list[tuple[str, int, dict[str, Any], int]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         partitions = []
@@ -57,9 +67,49 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                     entry["log_append_time"] = result.log_append_time_ms
                 if result.error_message:
                     entry["error_message"] = result.error_message
-            partitions.append(make_partition(entry))
+                if acks == -1 and result.error_code == 0:
+                    pending.append((name, index, entry, result.last_offset + 1))
+            partitions.append(entry)
         responses.append({"name": name, "partition_responses": partitions})
+    if pending:
+        await _await_replication(server, pending, int(_timeout_ms(request)))
+    for topic_response in responses:
+        topic_response["partition_responses"] = [
+            make_partition(entry) for entry in topic_response["partition_responses"]
+        ]
     if acks == 0:
         return None  # Kafka sends no response at all for acks=0
     return respond_many(ctx, {"responses": responses, "throttle_time": 0}, ticker.count)
 
+
+
+def _timeout_ms(request: Any) -> int:
+    timeout = request.timeout
+    if hasattr(timeout, "total_seconds"):
+        return int(timeout.total_seconds() * 1000)
+    return int(timeout)
+
+
+async def _await_replication(
+    server: KafkaServer, pending: list[tuple[str, int, dict[str, Any], int]], timeout_ms: int
+) -> None:
+    """Kafka's DelayedProduce: wait until every partition's HW reaches its batch end."""
+    replica_manager = server.replica_manager
+
+    def statuses() -> list[int | None]:
+        return [
+            replica_manager.produce_status(topic, index, required)
+            for topic, index, _entry, required in pending
+        ]
+
+    def ready() -> bool:
+        return all(status is not None for status in statuses())
+
+    if not ready() and timeout_ms > 0:
+        keys = list({(topic, index) for topic, index, _entry, _required in pending})
+        await server.wait_for_data(keys, timeout_ms, ready)
+    for (_topic, _index, entry, _required), status in zip(pending, statuses(), strict=True):
+        if status is None:
+            entry["error_code"] = ErrorCode.request_timed_out
+        elif status:
+            entry["error_code"] = ErrorCode(status)
