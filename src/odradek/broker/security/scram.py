@@ -102,11 +102,15 @@ class ScramServer:
     """One SCRAM exchange: ``evaluate`` the client-first then the client-final message."""
 
     def __init__(
-        self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]
+        self,
+        mechanism: str,
+        lookup: Callable[[str, str], ScramCredential | None],
+        server_nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
     ) -> None:
         self.mechanism = mechanism
         self._algorithm = MECHANISMS[mechanism][0]
         self._lookup = lookup
+        self._server_nonce = server_nonce
         self._state = "first"
         self.user = ""
         self._credential: ScramCredential | None = None
@@ -150,7 +154,7 @@ class ScramServer:
             raise ScramError("Authentication failed: Invalid user credentials")
         self._credential = credential
         self._first_bare = bare
-        self._nonce = attributes["r"] + secrets.token_urlsafe(24)
+        self._nonce = attributes["r"] + self._server_nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         self._state = "final"
