@@ -430,3 +430,33 @@ def test_describe_user_scram_credentials_lists_mechanisms_not_secrets(secured: S
     assert infos == {(ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)}
     stored = (secured.broker.data_dir / "odradek-metadata.json").read_text()
     assert SCRAM_PASSWORD not in stored and "stored_key=" in stored
+
+
+def test_users_cli_adds_describes_and_deletes_scram_credentials(secured: Secured) -> None:
+    from tests.cli.helpers import odradek
+
+    bootstrap = secured.bootstrap("PLAINTEXT")
+    odradek(
+        "users",
+        "add",
+        "dave",
+        "-b",
+        bootstrap,
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=4096,password=dave-pw]",
+    ).check()
+    described = odradek("users", "describe", "dave", "-b", bootstrap).check()
+    assert described.lines == [
+        "SCRAM credential configs for user-principal 'dave' are SCRAM-SHA-512=iterations=4096"
+    ]
+    login = {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "dave", "sasl.password": "dave-pw"}
+    config = _confluent(secured, "SASL_PLAINTEXT", **login)
+    assert isinstance(AdminClient(config).list_topics(timeout=10).topics, dict)
+    odradek("users", "delete", "dave", "-b", bootstrap).check()
+    with pytest.raises(KafkaException):
+        AdminClient(config).list_topics(timeout=3)
+    odradek("users", "describe", "dave", "-b", bootstrap).check_error("RESOURCE_NOT_FOUND")
+    odradek(
+        "users", "add", "dave", "-b", bootstrap, "--add-config", "SCRAM-SHA-1=[password=x]"
+    ).check_error("--add-config")
+    assert "dave-pw" not in secured.broker.log_text()
