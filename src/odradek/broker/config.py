@@ -573,8 +573,7 @@ class BrokerConfig:
         if is_kafka_broker_key(name):
             if is_security_key(name):
                 self.security_props[name] = raw
-            else:
-                self.unused[name] = raw
+            self.unused[name] = raw  # until a secured listener reads it
             return
         known = sorted(KAFKA_BROKER_CONFIG_NAMES | PLUGIN_KEYS | KEYS.keys())
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
@@ -642,14 +641,19 @@ class BrokerConfig:
 
     def _check_listeners(self) -> None:
         self.advertised_listeners  # noqa: B018 - validates listeners too, on construction
-        self.listener_security()  # TLS files load, SASL mechanisms are supported
+        used: set[str] = set()
+        self.listener_security(used)  # TLS files load, SASL mechanisms are supported
+        for name in used:
+            self.unused.pop(name, None)
 
-    def listener_security(self) -> dict[str, Any]:
+    def listener_security(self, used: set[str] | None = None) -> dict[str, Any]:
         """Each secured listener's settings (:mod:`odradek.broker.security.settings`)."""
         from odradek.broker.security.settings import listener_security
 
         return {
-            endpoint.name: listener_security(endpoint.name, endpoint.protocol, self.security_props)
+            endpoint.name: listener_security(
+                endpoint.name, endpoint.protocol, self.security_props, used
+            )
             for endpoint in self.listeners
             if endpoint.protocol != "PLAINTEXT"
         }

@@ -82,6 +82,17 @@ def test_final_with_a_different_nonce_is_refused() -> None:
         server.evaluate(b"c=biws,r=other,p=AAAA")
 
 
+def test_librdkafka_before_2_6_1_repeating_the_client_nonce_is_accepted() -> None:
+    # librdkafka < 2.6.1 sends r=<client nonce><client nonce><server nonce>; Kafka 3.9 and
+    # odradek accept a nonce that ends with the server's (the fresh part).
+    server = _server()
+    first = server.evaluate(b"n,,n=user,r=abc").decode()
+    without_proof = f"c=biws,r=abcabc{SERVER_NONCE}"
+    auth = f"n=user,r=abc,{first},{without_proof}".encode()
+    final = server.evaluate(f"{without_proof},p={_proof('pencil', auth)}".encode())
+    assert final.startswith(b"v=") and server.complete
+
+
 def test_credentials_round_trip_through_kafkas_text_form() -> None:
     credential = credential_from_password("SCRAM-SHA-512", "pw", 8192, b"salt")
     text = credential.to_text()

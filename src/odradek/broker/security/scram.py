@@ -166,7 +166,10 @@ class ScramServer:
         if not sep:
             raise ScramError("SCRAM client-final message lacks p=")
         attributes = _attributes(without_proof)
-        if attributes.get("r") != self._nonce:
+        # Kafka 3.8.1+/3.9 accept a nonce that ends with ours: librdkafka before 2.6.1
+        # repeats the client nonce in front of it (librdkafka #4895). Our fresh server
+        # part is still required, so an old exchange cannot be replayed.
+        if not attributes.get("r", "").endswith(self._nonce):
             raise ScramError("Invalid client nonce in the final client message.")
         expected_binding = base64.b64encode(self._gs2.encode()).decode()
         if attributes.get("c") != expected_binding:

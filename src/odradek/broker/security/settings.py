@@ -58,13 +58,20 @@ def _error(message: str) -> Exception:
     return ConfigError(message)
 
 
-def listener_security(listener: str, protocol: str, props: Mapping[str, str]) -> ListenerSecurity:
-    """Settings of one listener from the raw security keys; ``ConfigError`` if unusable."""
+def listener_security(
+    listener: str, protocol: str, props: Mapping[str, str], used: set[str] | None = None
+) -> ListenerSecurity:
+    """Settings of one listener from the raw security keys; ``ConfigError`` if unusable.
+    The names of the keys it read are added to ``used``."""
     prefix = f"listener.name.{listener.lower()}."
+    used = used if used is not None else set()
 
     def get(key: str) -> str | None:
-        value = props.get(prefix + key)
-        return value if value is not None else props.get(key)
+        for name in (prefix + key, key):
+            if name in props:
+                used.add(name)
+                return props[name]
+        return None
 
     security = ListenerSecurity(listener, protocol)
     if protocol in ("SSL", "SASL_SSL"):
