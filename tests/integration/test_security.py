@@ -460,3 +460,14 @@ def test_users_cli_adds_describes_and_deletes_scram_credentials(secured: Secured
         "users", "add", "dave", "-b", bootstrap, "--add-config", "SCRAM-SHA-1=[password=x]"
     ).check_error("--add-config")
     assert "dave-pw" not in secured.broker.log_text()
+
+
+def test_a_silent_tls_client_does_not_hold_up_the_others(secured: Secured) -> None:
+    # TLS handshakes run apart from accepting: a peer that connects and sends nothing
+    # must not keep the next client from being served.
+    silent = [socket.create_connection(("127.0.0.1", secured.ports["SSL"])) for _ in range(3)]
+    try:
+        assert len(_round_trip(_confluent(secured, "SSL"), count=2)) == 2
+    finally:
+        for sock in silent:
+            sock.close()
