@@ -471,3 +471,46 @@ def test_a_silent_tls_client_does_not_hold_up_the_others(secured: Secured) -> No
     finally:
         for sock in silent:
             sock.close()
+
+
+def test_clients_reauthenticate_and_silent_sessions_expire(tmp_path: Path) -> None:
+    # KIP-368: librdkafka re-authenticates before connections.max.reauth.ms ends; a client
+    # that does not is closed at its next request after expiry.
+    port = free_port()
+    broker = BrokerProcess(
+        tmp_path / "data",
+        port=port,
+        overrides={
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "connections.max.reauth.ms": "1500",
+        },
+    ).start()
+    try:
+        config = {
+            "bootstrap.servers": broker.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        producer = Producer(config)
+        delivered: list[object] = []
+        deadline = time.monotonic() + 4.5
+        while time.monotonic() < deadline:
+            producer.produce("reauth", b"x", on_delivery=lambda err, _m: delivered.append(err))
+            producer.poll(0.2)
+        assert producer.flush(30) == 0
+        assert delivered and all(err is None for err in delivered)
+        assert "re-authenticated as User:alice" in broker.log_text()
+
+        raw = _Raw(port)
+        assert getattr(raw.call(17, 1, {"mechanism": "PLAIN"}), "error_code") == 0
+        answer = raw.call(36, 1, {"auth_bytes": b"\x00alice\x00alice-secret"})
+        assert getattr(answer, "session_lifetime").total_seconds() == 1.5
+        time.sleep(1.7)
+        raw.send(3, 4, {"topics": None, "allow_auto_topic_creation": False})
+        raw.assert_closed()
+    finally:
+        broker.stop()

@@ -497,7 +497,8 @@ class _Connection(asyncio.Protocol):
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float
     ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
-        if self._sasl is not None:
+        sasl = self._sasl
+        if sasl is not None and (not sasl.authenticated or sasl.needs(frame)):
             intercepted = self._authenticate(frame)
             if intercepted is not None:
                 return intercepted
@@ -516,7 +517,8 @@ class _Connection(asyncio.Protocol):
         verdict = self._sasl.intercept(frame)
         if self._sasl.authenticated:
             self.principal = self._sasl.principal
-            self._sasl = None
+            if self._sasl.reauth_ms <= 0:  # never needed again (no re-authentication)
+                self._sasl = None
         if verdict.passthrough:
             return None
         if verdict.close is None:

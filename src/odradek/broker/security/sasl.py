@@ -7,6 +7,12 @@ Anything else, a second handshake, a token larger than 512 KiB (Kafka's limit be
 authentication) or a failed exchange closes the connection; a failed SaslAuthenticate is
 answered with SASL_AUTHENTICATION_FAILED first, an unknown mechanism with
 UNSUPPORTED_SASL_MECHANISM and the enabled list. Passwords and tokens are never logged.
+
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a successful
+SaslAuthenticate tells the client its session lifetime; the client authenticates again on
+the same connection (SaslHandshake, SaslAuthenticate) before it ends, with the same
+mechanism and as the same principal. A request other than SaslHandshake after the session
+expired closes the connection, as Kafka does with clients that do not re-authenticate.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import hmac
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,8 +63,13 @@ class SaslGate:
         lookup: CredentialLookup,
         api_versions: dict[int, tuple[int, int]],
         peer: str,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._security = security
+        self._clock = clock
+        self.reauth_ms = security.reauth_ms
+        self._expires_at = float("inf")
+        self._reauthenticating = False
         self._lookup = lookup
         self._versions = api_versions
         self._peer = peer
@@ -70,7 +82,21 @@ class SaslGate:
     def authenticated(self) -> bool:
         return self._state == "done"
 
+    def needs(self, frame: bytes | memoryview) -> bool:
+        """Whether an authenticated connection's frame must come here: a SaslHandshake
+        starting re-authentication, or any request once the session has expired."""
+        if self.reauth_ms <= 0:
+            return False
+        return self._clock() >= self._expires_at or _api_key(frame) == SASL_HANDSHAKE
+
     def intercept(self, frame: bytes | memoryview) -> SaslVerdict:
+        if self._state == "done":
+            if _api_key(frame) != SASL_HANDSHAKE:
+                return SaslVerdict(
+                    close="SASL session expired and the client did not re-authenticate"
+                )
+            self._state = "handshake"
+            self._reauthenticating = True
         if len(frame) > MAX_TOKEN_BYTES:
             return SaslVerdict(close=f"SASL frame of {len(frame)} bytes before authentication")
         if self._state == "raw":
@@ -105,6 +131,11 @@ class SaslGate:
             return SaslVerdict(
                 response=response, close=f"unsupported SASL mechanism {mechanism[:40]!r}"
             )
+        if self._reauthenticating and mechanism != self._mechanism:
+            return SaslVerdict(
+                close=f"re-authentication must keep mechanism {self._mechanism}, not "
+                f"{mechanism[:40]!r}"
+            )
         self._mechanism = mechanism
         if mechanism in scram.MECHANISMS:
             self._scram = scram.ScramServer(mechanism, self._lookup)
@@ -133,7 +164,12 @@ class SaslGate:
             return SaslVerdict(response=response, close=f"SASL authentication failed: {exc}")
         return SaslVerdict(
             response=self._respond(
-                header, {"error_code": ErrorCode.none, "auth_bytes": reply, "session_lifetime": 0}
+                header,
+                {
+                    "error_code": ErrorCode.none,
+                    "auth_bytes": reply,
+                    "session_lifetime": self.reauth_ms if self.authenticated else 0,
+                },
             )
         )
 
@@ -169,11 +205,17 @@ class SaslGate:
         return user
 
     def _complete(self, user: str) -> None:
+        principal = f"User:{user}"
+        if self._reauthenticating and principal != self.principal:
+            raise _Failed("Cannot change principals during re-authentication")
         self._state = "done"
-        self.principal = f"User:{user}"
+        self.principal = principal
+        if self.reauth_ms > 0:
+            self._expires_at = self._clock() + self.reauth_ms / 1000
         log.info(
-            "%s authenticated as %s with %s on listener %s",
+            "%s %s as %s with %s on listener %s",
             self._peer,
+            "re-authenticated" if self._reauthenticating else "authenticated",
             self.principal,
             self._mechanism,
             self._security.listener,
@@ -183,3 +225,7 @@ class SaslGate:
     def _respond(header: RequestHeader, values: dict) -> bytes:
         response = build_response(header.api_key, header.api_version, values)
         return encode_response(header, response)
+
+
+def _api_key(frame: bytes | memoryview) -> int:
+    return int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1

@@ -25,6 +25,8 @@ _PREFIXES = ("ssl.", "sasl.")
 
 def is_security_key(name: str) -> bool:
     """Keys this package reads (so they are not reported as accepted-but-unused)."""
+    if name.endswith("connections.max.reauth.ms"):
+        return True
     if name.startswith("listener.name."):
         name = name.split(".", 3)[3] if name.count(".") >= 3 else ""
         if name.split(".", 1)[0].lower() in ("plain", "scram-sha-256", "scram-sha-512"):
@@ -42,6 +44,7 @@ class ListenerSecurity:
     principal_rules: list[principal.MappingRule] = field(default_factory=list)
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: sessions never expire
 
     @property
     def uses_tls(self) -> bool:
@@ -94,6 +97,10 @@ def listener_security(
                 f"(supported: {', '.join(SUPPORTED_MECHANISMS)})"
             )
         security.mechanisms = mechanisms
+        reauth = (get("connections.max.reauth.ms") or "0").strip()
+        if not reauth.lstrip("-").isdigit() or int(reauth) < 0:
+            raise _error(f"connections.max.reauth.ms: expected a number >= 0, got {reauth!r}")
+        security.reauth_ms = int(reauth)
         if "PLAIN" in mechanisms:
             security.plain_users = _plain_users(
                 listener, props.get(f"{prefix}plain.sasl.jaas.config")
