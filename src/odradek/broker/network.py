@@ -242,7 +242,7 @@ class _Connection(asyncio.Protocol):
             f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._server._connection_ids)}"
         )
         sock = transport.get_extra_info("socket")
-        if sock is not None and self._server.security is None:
+        if sock is not None and self._server.ssl_context is None:  # TLS owns the socket
             self._socket_fd = sock.fileno()
         if self._server.security is not None:
             hooks = self._server.security
@@ -1039,6 +1039,7 @@ class NetworkServer:
                 "in_flight": c.in_flight,
                 "reading_paused": c.reading_paused,
                 "last_active": c.last_active,
+                "principal": c.principal,
             }
             for c in self._connections
         ]
