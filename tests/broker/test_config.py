@@ -51,7 +51,7 @@ def test_retention_precedence() -> None:
         ({"num.partitions": "0"}, "must be at least 1"),
         ({"auto.create.topics.enable": "yes"}, "expected bool"),
         ({"log.cleanup.policy": "shred"}, "delete and/or compact"),
-        ({"listeners": "SSL://h:1"}, "only PLAINTEXT"),
+        ({"listeners": "SSL://h:1"}, "an SSL listener needs ssl.keystore.location"),
         ({"listeners": "nonsense"}, "expected PLAINTEXT://host:port"),
         ({"log.message.timestamp.type": "Wallclock"}, "must be one of"),
         ({"num.partitions": str(2**31)}, "expected int"),

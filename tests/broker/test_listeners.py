@@ -37,7 +37,6 @@ def test_the_default_map_knows_the_protocol_names() -> None:
 @pytest.mark.parametrize(
     ("listeners", "fragment"),
     [
-        ("PLAINTEXT://h:1,SSL://h:2", "listener SSL uses SSL, which is not supported yet"),
         ("PLAINTEXT://h:1,PLAINTEXT://h:2", "each listener must have a different name"),
         ("PLAINTEXT://h:1,INTERNAL://g:1", "each listener must have a different port"),
         ("OTHER://h:1", "no security protocol defined for listener OTHER"),

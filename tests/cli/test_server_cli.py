@@ -26,14 +26,19 @@ def run_server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     [
         (["--override", "no.such.key=1"], "unknown config key 'no.such.key'"),
         (["--override", "num.partitions=many"], "num.partitions: expected int"),
-        (["--override", "listeners=SSL://127.0.0.1:1"], "only PLAINTEXT"),
+        (["--override", "listeners=SSL://127.0.0.1:1"], "an SSL listener needs ssl.keystore"),
         (
-            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"],
-            "listener SSL uses SSL, which is not supported yet",
+            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2"],
+            "sasl.enabled.mechanisms for listener SASL_PLAINTEXT: GSSAPI not supported",
         ),
         (
-            ["--override", "listeners=PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2"],
-            "not supported yet",
+            [
+                "--override",
+                "listeners=SASL_PLAINTEXT://127.0.0.1:1",
+                "--override",
+                "sasl.enabled.mechanisms=PLAIN",
+            ],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",
         ),
         (
             ["--override", "listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"],

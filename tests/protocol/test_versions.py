@@ -31,11 +31,12 @@ def test_every_advertised_version_has_a_class() -> None:
 
 def test_every_range_includes_a_non_flexible_version_for_aiokafka() -> None:
     # DescribeCluster (60) is flexible from v0 in Kafka itself, WriteTxnMarkers (27) is
-    # broker-to-broker and kio starts it at the flexible v1; DescribeProducers (61),
-    # DescribeTransactions (65) and ListTransactions (66) are flexible from v0 (KIP-664,
-    # operators' tools only); aiokafka sends none of them.
+    # broker-to-broker and kio starts it at the flexible v1; the SCRAM credential APIs
+    # (50, 51, KIP-554), DescribeProducers (61), DescribeTransactions (65) and
+    # ListTransactions (66) are flexible from v0 (operators' tools only); aiokafka sends
+    # none of them.
     for api_key, (low, _high) in SUPPORTED.items():
-        if api_key not in (27, 60, 61, 65, 66):
+        if api_key not in (27, 50, 51, 60, 61, 65, 66):
             assert not is_flexible(api_key, low), api_name(api_key)
 
 

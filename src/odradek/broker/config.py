@@ -132,8 +132,8 @@ _KEYS: list[ConfigKey] = [
         "listeners",
         "string",
         "PLAINTEXT://127.0.0.1:9092",
-        "Where the broker listens: NAME://host:port, comma-separated. Only PLAINTEXT "
-        "listeners are supported; others are refused at start-up.",
+        "Where the broker listens: NAME://host:port, comma-separated; PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT and SASL_SSL listeners (docs/security.md).",
     ),
     ConfigKey(
         "listener.security.protocol.map",
@@ -564,6 +564,8 @@ class BrokerConfig:
         self.originals: dict[str, str] = {}
         # Kafka broker keys given but not acted on here: name -> raw value.
         self.unused: dict[str, str] = {}
+        # ssl.* / sasl.* and their listener.name.<l>. forms, read by broker.security.
+        self.security_props: dict[str, str] = {}
         for name, raw in (props or {}).items():
             self.set(name, raw)
         self._check_listeners()
@@ -592,8 +594,12 @@ class BrokerConfig:
             self.unused[name] = raw
 
     def _set_unknown(self, name: str, raw: str) -> None:
+        from odradek.broker.security.settings import is_security_key
+
         if is_kafka_broker_key(name):
-            self.unused[name] = raw
+            if is_security_key(name):
+                self.security_props[name] = raw
+            self.unused[name] = raw  # until a secured listener reads it
             return
         known = sorted(KAFKA_BROKER_CONFIG_NAMES | PLUGIN_KEYS | KEYS.keys())
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
@@ -661,6 +667,22 @@ class BrokerConfig:
 
     def _check_listeners(self) -> None:
         self.advertised_listeners  # noqa: B018 - validates listeners too, on construction
+        used: set[str] = set()
+        self.listener_security(used)  # TLS files load, SASL mechanisms are supported
+        for name in used:
+            self.unused.pop(name, None)
+
+    def listener_security(self, used: set[str] | None = None) -> dict[str, Any]:
+        """Each secured listener's settings (:mod:`odradek.broker.security.settings`)."""
+        from odradek.broker.security.settings import listener_security
+
+        return {
+            endpoint.name: listener_security(
+                endpoint.name, endpoint.protocol, self.security_props, used
+            )
+            for endpoint in self.listeners
+            if endpoint.protocol != "PLAINTEXT"
+        }
 
     def _check_network(self) -> None:
         # Kafka's own cross-key checks (KafkaConfig.validateValues).

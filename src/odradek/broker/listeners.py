@@ -10,8 +10,8 @@ as in Kafka. Rules, with Kafka's checks:
 * a name without an entry in the map is refused;
 * ``advertised.listeners`` names only listeners that exist, never ``0.0.0.0``, and may
   repeat ports (a load balancer in front);
-* only PLAINTEXT is implemented: a listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL is
-  refused at start-up rather than silently not bound.
+* every protocol is served: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT and SASL_SSL; their
+  settings are checked by :mod:`odradek.broker.security.settings`.
 
 Errors are ``ConfigError`` with one line naming the key.
 """
@@ -33,7 +33,6 @@ __all__ = [
 # Kafka's default listener.security.protocol.map.
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SUPPORTED = ("PLAINTEXT",)
 # Kafka's EndPoint pattern: NAME://host:port, an IPv6 host in brackets.
 _ENDPOINT = re.compile(r"([^:/]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)")
 
@@ -136,17 +135,9 @@ def _check_ports(key: str, raw: str, endpoints: list[Endpoint]) -> None:
 
 
 def parse_listeners(raw: str, protocols: dict[str, str]) -> list[Endpoint]:
-    """The ``listeners`` value, validated; refuses protocols odradek cannot serve."""
+    """The ``listeners`` value, validated."""
     endpoints = _parse_list("listeners", raw, protocols)
     _check_ports("listeners", raw, endpoints)
-    for endpoint in endpoints:
-        if endpoint.protocol not in _SUPPORTED:
-            raise _error(
-                "listeners",
-                raw,
-                f"listener {endpoint.name} uses {endpoint.protocol}, "
-                "which is not supported yet (only PLAINTEXT)",
-            )
     return endpoints
 
 

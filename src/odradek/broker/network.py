@@ -137,6 +137,7 @@ class RequestContext:
     connection_id: str
     received_at: float = 0.0  # the server clock when the frame was complete
     listener_name: str = "PLAINTEXT"  # the listener the request came in on
+    principal: str = "User:ANONYMOUS"  # who authenticated (TLS certificate or SASL)
 
 
 @dataclass(slots=True)
@@ -225,6 +226,9 @@ class _Connection(asyncio.Protocol):
         self._socket_fd = -1
         self._poll_fd = -1  # a dup of the socket, only while a region waits for the socket
         self._sendfile_usable = server.use_sendfile
+        self.principal = "User:ANONYMOUS"
+        # Set while a SASL listener's connection has not authenticated yet.
+        self._sasl: Any = None
 
     # asyncio.Protocol callbacks --------------------------------------------------------
 
@@ -238,8 +242,16 @@ class _Connection(asyncio.Protocol):
             f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(self._server._connection_ids)}"
         )
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if sock is not None and self._server.ssl_context is None:  # TLS owns the socket
             self._socket_fd = sock.fileno()
+        if self._server.security is not None:
+            hooks = self._server.security
+            principal = hooks.principal_of(transport, self.connection_id)
+            if principal is None:  # a certificate no mapping rule accepts
+                self.abort()
+                return
+            self.principal = principal
+            self._sasl = hooks.sasl_gate(self.connection_id, self._server.api_versions)
         self._server._connections.add(self)
         high, low = self._server.write_buffer_limits
         transport.set_write_buffer_limits(high=high, low=low)
@@ -485,6 +497,11 @@ class _Connection(asyncio.Protocol):
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float
     ) -> _Outgoing | asyncio.Future[_Outgoing | None] | None:
+        sasl = self._sasl
+        if sasl is not None and (not sasl.authenticated or sasl.needs(frame)):
+            intercepted = self._authenticate(frame)
+            if intercepted is not None:
+                return intercepted
         large = len(frame) > _OFFLOAD_FRAME
         if not large:
             return await self._handle_decoded(frame, received_at, large=False)
@@ -493,6 +510,22 @@ class _Connection(asyncio.Protocol):
             return await self._handle_decoded(frame, received_at, large=True)
         finally:
             _LargeRequests.end()
+
+    def _authenticate(self, frame: bytes | memoryview) -> _Outgoing | None:
+        """Run a frame of a not yet authenticated SASL connection through its gate
+        (:mod:`odradek.broker.security.sasl`); None: handle the frame as usual."""
+        verdict = self._sasl.intercept(frame)
+        if self._sasl.authenticated:
+            self.principal = self._sasl.principal
+            if self._sasl.reauth_ms <= 0:  # never needed again (no re-authentication)
+                self._sasl = None
+        if verdict.passthrough:
+            return None
+        if verdict.close is None:
+            return verdict.response
+        if verdict.response is not None:
+            self._responses.append(verdict.response)  # sent before the close below
+        return _Close(verdict.close)
 
     async def _handle_decoded(
         self, frame: bytes | memoryview, received_at: float, *, large: bool
@@ -520,6 +553,7 @@ class _Connection(asyncio.Protocol):
             self.connection_id,
             received_at,
             server.listener_name,
+            self.principal,
         )
         try:
             result = await server.handler.handle(ctx, request)
@@ -843,6 +877,7 @@ class NetworkServer:
         quotas: ConnectionQuotas | None = None,
         memory_pool: MemoryPool | None = None,
         executor: Executor | None = None,
+        security: Any = None,
     ) -> None:
         """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
         by default ``handler.advertised_versions()`` when the handler has it, else every
@@ -852,6 +887,10 @@ class NetworkServer:
 
         ``quotas``, ``memory_pool`` and ``executor`` are shared by every listener of a
         broker; a server given none gets its own (unlimited quotas and pool, one thread).
+
+        ``security`` (an :class:`odradek.broker.security.hooks.ListenerHooks`) makes the
+        listener TLS and/or SASL: it gives the SSL context, each connection's principal
+        and SASL gate. TLS owns the socket, so file regions are copied, not sendfile'd.
         """
         if max_in_flight_per_connection < 1:
             raise ValueError("max_in_flight_per_connection must be >= 1")
@@ -880,7 +919,9 @@ class NetworkServer:
         self._connection_ids = itertools.count()
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.Task[None] | None = None
-        self.use_sendfile = use_sendfile
+        self.security = security
+        self.ssl_context = getattr(security, "ssl_context", None)
+        self.use_sendfile = use_sendfile and self.ssl_context is None
         self.listener_name = listener_name
         self.quotas = quotas or ConnectionQuotas()
         self.memory_pool = memory_pool or MemoryPool()
@@ -890,6 +931,7 @@ class NetworkServer:
         )
         self._listen_sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
         self.bytes_sent_with_sendfile = 0
         self.bytes_copied_from_regions = 0
 
@@ -954,14 +996,36 @@ class NetworkServer:
                 continue
             connection = _Connection(self)
             connection.counted_ip = ip  # connection_lost gives the slot back
-            try:
+            if self.ssl_context is not None:
+                # The TLS handshake runs in its own task: a slow or silent client must
+                # not hold up accepting the others.
+                task = loop.create_task(self._set_up(connection, accepted, ip))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
+            await self._set_up(connection, accepted, ip)
+
+    async def _set_up(self, connection: _Connection, accepted: socket.socket, ip: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if self.ssl_context is not None:
+                await loop.connect_accepted_socket(
+                    lambda c=connection: c, accepted, ssl=self.ssl_context
+                )
+            else:
                 await loop.connect_accepted_socket(lambda c=connection: c, accepted)
-            except Exception as exc:
-                if connection.counted_ip is not None:
-                    connection.counted_ip = None
-                    quotas.remove(ip)
-                accepted.close()
-                self.logger.warning("cannot set up a connection from %s: %s", ip, exc)
+        except asyncio.CancelledError:
+            if connection.counted_ip is not None:
+                connection.counted_ip = None
+                self.quotas.remove(ip)
+            accepted.close()
+            raise
+        except Exception as exc:
+            if connection.counted_ip is not None:
+                connection.counted_ip = None
+                self.quotas.remove(ip)
+            accepted.close()
+            self.logger.warning("cannot set up a connection from %s: %s", ip, exc)
 
     def _make_connection(self) -> _Connection:
         return _Connection(self)
@@ -975,6 +1039,7 @@ class NetworkServer:
                 "in_flight": c.in_flight,
                 "reading_paused": c.reading_paused,
                 "last_active": c.last_active,
+                "principal": c.principal,
             }
             for c in self._connections
         ]
@@ -1015,6 +1080,8 @@ class NetworkServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await acceptor
         self._acceptors.clear()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
         for listening in self._listen_sockets:
             listening.close()
         self._listen_sockets.clear()

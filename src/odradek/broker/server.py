@@ -37,6 +37,7 @@ from odradek.broker.handlers import (
     log_dirs,
     metadata,
     produce,
+    scram_users,
 )
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
@@ -50,6 +51,8 @@ from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
+from odradek.broker.security.hooks import ListenerHooks
+from odradek.broker.security.scram import ScramCredential
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager, broker_log_defaults
 from odradek.broker.txn import handlers as txn_handlers
@@ -89,6 +92,10 @@ HANDLERS: dict[int, Handler] = {
     37: admin.handle_create_partitions,
     44: configs.handle_incremental_alter_configs,
     60: metadata.handle_describe_cluster,
+    17: scram_users.handle_sasl_handshake,
+    36: scram_users.handle_sasl_authenticate,
+    50: scram_users.handle_describe_user_scram_credentials,
+    51: scram_users.handle_alter_user_scram_credentials,
 }
 
 
@@ -229,7 +236,13 @@ class KafkaServer:
         )
         pool = MemoryPool(config.get("queued.max.request.bytes"))
         self.networks = []
+        security = config.listener_security()
         for endpoint in listeners:
+            hooks = (
+                ListenerHooks(security[endpoint.name], self.scram_credential)
+                if endpoint.name in security
+                else None
+            )
             network = NetworkServer(
                 self,
                 endpoint.host or "0.0.0.0",
@@ -241,6 +254,7 @@ class KafkaServer:
                 quotas=quotas,
                 memory_pool=pool,
                 executor=self._network_pool,
+                security=hooks,
             )
             try:
                 await network.start()
@@ -261,6 +275,12 @@ class KafkaServer:
                 self.data_dir,
             )
         self.network = self.networks[0]
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""
+        users = getattr(self.metadata, "user_scram_credentials", None)
+        text = users().get(user, {}).get(mechanism) if users is not None else None
+        return ScramCredential.from_text(text) if text else None
 
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int] | None:
         """Host and port clients of ``listener_name`` are told to use."""

@@ -39,6 +39,7 @@ def _register() -> None:
         "cluster",
         "console",
         "transactions",
+        "users",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

@@ -33,6 +33,8 @@ class LocalMetadataStore(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         self._cluster_id = cluster_id or ""
         self._broker_configs: dict[str, str] = {}
+        # user -> {SCRAM mechanism: "salt=...,stored_key=...,server_key=...,iterations=n"}
+        self._users: dict[str, dict[str, str]] = {}
         data_dir.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -121,6 +123,17 @@ class LocalMetadataStore(MetadataStore):
         self._broker_configs = dict(configs)
         self._save()
 
+    def user_scram_credentials(self) -> dict[str, dict[str, str]]:
+        """SCRAM credentials as Kafka stores them in /config/users (salted, hashed)."""
+        return {user: dict(mechanisms) for user, mechanisms in self._users.items()}
+
+    def set_user_scram_credentials(self, user: str, mechanisms: dict[str, str]) -> None:
+        if mechanisms:
+            self._users[user] = dict(mechanisms)
+        else:
+            self._users.pop(user, None)
+        self._save()
+
     # Persistence ------------------------------------------------------------------
 
     def _load(self) -> None:
@@ -132,6 +145,10 @@ class LocalMetadataStore(MetadataStore):
             node = self._broker.node_id
             self._broker_configs = {
                 str(k): str(v) for k, v in doc.get("broker_configs", {}).items()
+            }
+            self._users = {
+                str(user): {str(k): str(v) for k, v in mechanisms.items()}
+                for user, mechanisms in doc.get("users", {}).items()
             }
             for entry in doc["topics"]:
                 self._topics[entry["name"]] = TopicMetadata(
@@ -153,6 +170,7 @@ class LocalMetadataStore(MetadataStore):
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "broker_configs": self._broker_configs,
+            "users": self._users,
             "topics": [
                 {
                     "name": t.name,

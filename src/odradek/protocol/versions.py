@@ -79,6 +79,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -93,10 +94,13 @@ TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
+SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
@@ -121,6 +125,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 5),
     LIST_GROUPS: (0, 4),
+    # SASL listeners (KIP-152): v0 handshake then raw tokens, v1 then SaslAuthenticate.
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
     # v4 differs from v3 only in what features may report; kafka-python tries 4 first.
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 6),
@@ -143,6 +150,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DELETE_GROUPS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     OFFSET_DELETE: (0, 0),
+    # KIP-554 SCRAM credential management (salted passwords come from the client).
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     DESCRIBE_CLUSTER: (0, 1),
     # Operators' views of producers and transactions (kafka-transactions.sh); kio's ranges.
     DESCRIBE_PRODUCERS: (0, 0),
