@@ -32,7 +32,7 @@ def wait_for(probe: Callable[[], T], timeout: float, what: str, interval: float 
     while True:
         try:
             last = probe()
-        except Exception as exc:  # noqa: BLE001 - a probe may fail while the cluster settles
+        except Exception as exc:  # a probe may fail while the cluster settles
             last = exc
         if last and not isinstance(last, Exception):
             return last
