@@ -126,10 +126,10 @@ class BrokerCluster:
         # Leaders known to every live broker: clients may bootstrap through any of them.
         for broker_id in self.live():
             wait_for(
-                lambda b=broker_id: all(
-                    leader >= 0 for leader in self.leaders(topic, b).values()
-                )
-                and len(self.leaders(topic, b)) == partitions,
+                lambda b=broker_id: (
+                    all(leader >= 0 for leader in self.leaders(topic, b).values())
+                    and len(self.leaders(topic, b)) == partitions
+                ),
                 30,
                 f"{topic}'s leaders on broker {broker_id}",
             )
@@ -141,4 +141,3 @@ class BrokerCluster:
                 timeout,
                 f"broker {broker_id} to name controller {expected}",
             )
-

@@ -14,9 +14,7 @@ __all__ = ["cluster_factory", "zk_connect", "zookeeper_server"]
 
 
 @pytest.fixture
-def cluster_factory(
-    tmp_path: Path, zk_connect: str
-) -> Iterator[Callable[..., BrokerCluster]]:
+def cluster_factory(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., BrokerCluster]]:
     """Start a cluster of N brokers (ids 1..N) on this test's ZooKeeper chroot, with
     extra broker configs; every cluster started is stopped at the end of the test."""
     started: list[BrokerCluster] = []
