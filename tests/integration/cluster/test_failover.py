@@ -8,6 +8,7 @@ leader move survives it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -170,7 +171,13 @@ def test_leader_sigkill_clients_carry_on(cluster_factory: Callable[..., BrokerCl
 def test_controlled_shutdown_moves_leadership_without_failed_deliveries(
     cluster_factory: Callable[..., BrokerCluster],
 ) -> None:
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(
+        3,
+        **{
+            "auto.leader.rebalance.enable": "true",
+            "leader.imbalance.check.interval.seconds": "2",
+        },
+    )
     cluster.create_topic("steady", 6, 3)
     controller = cluster.controller_id()
     leaving = next(b for b in (1, 2, 3) if b != controller)
@@ -217,6 +224,31 @@ def test_controlled_shutdown_moves_leadership_without_failed_deliveries(
     assert {p for p in delivered} >= set(led)  # its former partitions took writes
     # Only retriable, transport-level trouble reached the client (the broker went away).
     assert not any(e.fatal() for e in errors), errors
+    # Back, it is preferred for the partitions it led (first in their assignment), but
+    # Kafka elects a preferred replica only from the ISR, and without replication no
+    # leader adds it back. The test does what a leader's ISR expansion does in ZooKeeper
+    # mode (the state znode by compare-and-set, then an ISR change notification); then
+    # the automatic preferred election gives leadership back.
+    stopping.start()
+    wait_for(lambda: sorted(cluster.zk.get_broker_ids()) == [1, 2, 3], 30, "re-registration")
+    for partition in before:
+        found = cluster.zk.get_partition_state("steady", partition)
+        assert found is not None
+        state, version = found
+        assert leaving not in state.isr  # it left the ISR on shutting down
+        isr = tuple(sorted({*state.isr, leaving}))
+        cluster.zk.update_partition_state(
+            "steady", partition, dataclasses.replace(state, isr=isr), version
+        )
+    cluster.zk.create_isr_change_notification({("steady", p) for p in before})
+    wait_for(
+        lambda: cluster.leaders("steady", via=survivor) == before,
+        30,
+        "preferred leaders to return",
+    )
+    produce_for(1.0)
+    assert producer.flush(30) == 0
+    assert failed == [], failed
 
 
 def test_zookeeper_restart_leaves_the_cluster_serving(
