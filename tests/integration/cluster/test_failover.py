@@ -72,12 +72,14 @@ def test_controller_sigkill_elects_a_new_one_that_creates_topics(
         FAILOVER_BOUND_S,
         "a new controller",
     )
+    # Admin clients send CreateTopics to the controller their Metadata names: once the
+    # new controller's UpdateMetadata reached the brokers, they name it.
+    cluster.wait_all_agree_on_controller(new)
     cluster.create_topic("after-failover", 4, 2)  # two live brokers left
     elapsed = time.monotonic() - started
     assert elapsed < FAILOVER_BOUND_S, elapsed
     leaders = cluster.leaders("after-failover", via=new)
     assert set(leaders.values()) <= set(cluster.live()) and -1 not in leaders.values()
-    cluster.wait_all_agree_on_controller(new)
 
 
 def _stale_update_metadata(port: int, controller_id: int, epoch: int) -> int:
