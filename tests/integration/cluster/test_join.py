@@ -190,3 +190,15 @@ def test_broker_registers_again_after_its_session_expired(
         assert "re-registered broker 4" in broker.log_text()
     finally:
         proxy.close()
+
+
+def test_sigterm_right_after_the_listener_opens_stops_gracefully(
+    tmp_path: Path, zk_connect: str, zk: ZkClient
+) -> None:
+    """The listener opens before cluster start-up ends (registration, the controller):
+    a SIGTERM then must still mean a graceful stop, not death by the default action."""
+    broker = _broker(tmp_path, "early", zk_connect, **{"broker.id": "5"})
+    broker.start()  # returns as soon as the port accepts connections
+    assert broker.stop() == 0
+    assert "shut down cleanly" in broker.log_text()
+    _wait_registered(zk, [])
