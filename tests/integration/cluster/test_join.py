@@ -187,6 +187,10 @@ def test_broker_registers_again_after_its_session_expired(
         assert again[1].czxid > first[1].czxid  # a new registration: a new broker epoch
         assert again[1].ephemeralOwner != first[1].ephemeralOwner
         assert broker.is_running()
+        # The log line follows the znode's creation: give it a moment on a loaded machine.
+        deadline = time.monotonic() + 10
+        while "re-registered broker 4" not in broker.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "re-registered broker 4" in broker.log_text()
     finally:
         proxy.close()
