@@ -363,12 +363,10 @@ class KafkaServer:
         self._stopped.set()
         log.info("shut down cleanly")
 
-    async def serve_forever(self) -> None:
-        """Run until SIGTERM or SIGINT, then shut down gracefully."""
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def serve_forever(self, stop: asyncio.Event | None = None) -> None:
+        """Run until SIGTERM or SIGINT (or ``stop`` is set), then shut down gracefully."""
+        if stop is None:
+            stop = stop_on_signals()
         await stop.wait()
         await self.shutdown()
 
@@ -590,8 +588,20 @@ def _unbound(handler: Callable[[Any, Any], Awaitable[Any]]) -> Handler:
     return call
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGTERM and SIGINT set (instead of their default action: death)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 async def run_server(config: BrokerConfig) -> None:
     """Start a broker and serve until SIGTERM/SIGINT (the `odradek server` command)."""
     server = KafkaServer(config)
+    # Before start(): the listener opens before start-up ends (cluster registration, the
+    # controller), and a SIGTERM in that window must still mean a graceful stop.
+    stop = stop_on_signals()
     await server.start()
-    await server.serve_forever()
+    await server.serve_forever(stop)

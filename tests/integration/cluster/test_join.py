@@ -187,6 +187,22 @@ def test_broker_registers_again_after_its_session_expired(
         assert again[1].czxid > first[1].czxid  # a new registration: a new broker epoch
         assert again[1].ephemeralOwner != first[1].ephemeralOwner
         assert broker.is_running()
+        # The log line follows the znode's creation: give it a moment on a loaded machine.
+        deadline = time.monotonic() + 10
+        while "re-registered broker 4" not in broker.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "re-registered broker 4" in broker.log_text()
     finally:
         proxy.close()
+
+
+def test_sigterm_right_after_the_listener_opens_stops_gracefully(
+    tmp_path: Path, zk_connect: str, zk: ZkClient
+) -> None:
+    """The listener opens before cluster start-up ends (registration, the controller):
+    a SIGTERM then must still mean a graceful stop, not death by the default action."""
+    broker = _broker(tmp_path, "early", zk_connect, **{"broker.id": "5"})
+    broker.start()  # returns as soon as the port accepts connections
+    assert broker.stop() == 0
+    assert "shut down cleanly" in broker.log_text()
+    _wait_registered(zk, [])

@@ -15,7 +15,6 @@ round trip first, and it needs nothing of the client's pipelining.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 from collections.abc import Mapping
@@ -78,16 +77,25 @@ class BrokerChannel:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._closed = False
         self._task = asyncio.create_task(self._run(), name=f"controller-channel-{broker}")
 
     async def close(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
+        # Cancel until the task is done. Before Python 3.12, asyncio.wait_for swallows a
+        # cancellation that arrives just as the exchange completes; the task then went
+        # back to waiting on its empty queue for ever, and the controller's resignation
+        # (and so the broker's shutdown) hung on it. asyncio.wait also lets a
+        # cancellation of the caller through instead of suppressing it.
+        self._closed = True
+        while not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=RETRY_BACKOFF_S)
+        if not self._task.cancelled():
+            self._task.exception()  # retrieved: a task that failed is not logged twice
         self._disconnect()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             item = await self.queue.get()
             response = None
             while response is None:
