@@ -30,6 +30,7 @@ from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import admin, configs, fetch, log_dirs, metadata, produce
+from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.listeners import Endpoint
 from odradek.broker.network import (
     ChunkedResponse,
@@ -288,6 +289,8 @@ class KafkaServer:
         # timeout (a long-poll fetch, a JoinGroup): answer them now with what there is.
         try:
             self.fetch_waiters.drain()
+            if self.cluster_parts is not None and self.cluster_parts.coordinators is not None:
+                await self.cluster_parts.coordinators.close()
             await self.group_coordinator.shutdown()  # parked group requests: NOT_COORDINATOR
         except Exception:  # never let one step keep the logs from a clean close
             log.exception("answering parked requests failed")
@@ -331,7 +334,12 @@ class KafkaServer:
     # Consumer groups ----------------------------------------------------------------------
 
     def _start_group_coordinator(self) -> None:
-        self.offsets_topic = OffsetsTopic(self)
+        parts = self.cluster_parts
+        coordinators = parts.coordinators if parts is not None else None
+        self.offsets_topic = OffsetsTopic(
+            self,
+            None if coordinators is None else lambda: coordinators.partition_count(OFFSETS_TOPIC),
+        )
         self.group_coordinator = GroupCoordinator(
             self.offsets_topic,
             self.timer,
@@ -341,7 +349,7 @@ class KafkaServer:
         self.group_handlers = GroupHandlers(
             self.group_coordinator,
             coordinator_node=self._coordinator_node,
-            partition_exists=lambda topic, p: self.replica_manager.partition(topic, p) is not None,
+            partition_exists=self._partition_exists,
         )
         self.topics.on_topic_deleted = lambda topic, partitions: self._spawn(
             self.group_coordinator.on_partitions_deleted((topic, p) for p in partitions),
@@ -349,9 +357,30 @@ class KafkaServer:
         )
         for api_key, handler in self.group_handlers.handlers().items():
             self._handlers[api_key] = _unbound(handler)
-        if self.offsets_topic.exists():
+        if parts is not None:
+            # Cluster mode: this broker coordinates the groups of the offsets partitions
+            # the controller makes it lead, and only while it leads them.
+            parts.internal_leadership.register(
+                OFFSETS_TOPIC, self._on_offsets_elected, self._on_offsets_resigned
+            )
+        elif self.offsets_topic.exists():
             self.offsets_topic.ensure_created()  # learns the existing partition count
             self._load_offsets_partitions()
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        """OffsetCommit's UNKNOWN_TOPIC_OR_PARTITION check: the cluster's partitions in
+        cluster mode (the coordinator hosts few of them), the hosted ones otherwise."""
+        if self.cluster_parts is not None:
+            return self.cluster_parts.metadata_cache.contains(topic, partition)
+        return self.replica_manager.partition(topic, partition) is not None
+
+    def _on_offsets_elected(self, partition: int, _leader_epoch: int) -> None:
+        # Loads in the background; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+        self._spawn(self.group_coordinator.load_partition(partition), f"load-offsets-{partition}")
+
+    def _on_offsets_resigned(self, partition: int, _leader_epoch: int) -> None:
+        # Its groups go; parked joins and syncs are answered NOT_COORDINATOR.
+        self.group_coordinator.unload_partition(partition)
 
     def _load_offsets_partitions(self) -> None:
         """Become coordinator for every offsets partition led here; each loads in the
@@ -374,6 +403,18 @@ class KafkaServer:
             log.error("background job %s failed: %r", task.get_name(), task.exception())
 
     async def _coordinator_node(self, partition: int) -> tuple[int, str, int] | None:
+        parts = self.cluster_parts
+        if parts is not None and parts.coordinators is not None:
+            # The leader of the partition per the controller; first use creates the topic
+            # through ZooKeeper (Kafka's AutoTopicCreationManager).
+            spec = InternalTopicSpec(
+                OFFSETS_TOPIC,
+                self.config.get("offsets.topic.num.partitions"),
+                self.config.get("offsets.topic.replication.factor"),
+                "offsets.topic.replication.factor",
+                self.offsets_topic.topic_configs(),
+            )
+            return parts.coordinators.coordinator(spec, partition, current_listener.get())
         # First use creates __consumer_offsets, as Kafka does; its partitions are empty,
         # so becoming their coordinator is immediate.
         if not self.offsets_topic.exists() and self.offsets_topic.ensure_created():
