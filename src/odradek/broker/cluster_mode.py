@@ -189,10 +189,18 @@ class InternalTopicLeadership:
         # that frees state before taking more keeps its memory bounded.
         for topic, partition, epoch in resigned:
             for _elect, resign in self._callbacks.get(topic, ()):
-                resign(partition, epoch)
+                _call(resign, topic, partition, epoch)
         for topic, partition, epoch in elected:
             for elect, _resign in self._callbacks.get(topic, ()):
-                elect(partition, epoch)
+                _call(elect, topic, partition, epoch)
+
+
+def _call(callback: PartitionCallback, topic: str, partition: int, epoch: int) -> None:
+    # One coordinator's bug must not keep the others from following leadership.
+    try:
+        callback(partition, epoch)
+    except Exception:
+        log.exception("coordinator callback for %s-%d failed", topic, partition)
 
 
 @dataclass

@@ -376,7 +376,7 @@ class KafkaServer:
 
     def _on_offsets_elected(self, partition: int, _leader_epoch: int) -> None:
         # Loads in the background; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
-        self._spawn(self.group_coordinator.load_partition(partition), f"load-offsets-{partition}")
+        self.group_coordinator.schedule_load(partition)
 
     def _on_offsets_resigned(self, partition: int, _leader_epoch: int) -> None:
         # Its groups go; parked joins and syncs are answered NOT_COORDINATOR.
