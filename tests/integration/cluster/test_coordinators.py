@@ -75,9 +75,7 @@ class Cluster:
             broker.stop()
 
     def logs(self) -> str:
-        return "\n".join(
-            f"--- broker {i}\n{b.log_text()[-3000:]}" for i, b in self.brokers.items()
-        )
+        return "\n".join(f"--- broker {i}\n{b.log_text()[-3000:]}" for i, b in self.brokers.items())
 
 
 @pytest.fixture
@@ -172,9 +170,9 @@ def test_find_coordinator_creates_the_topic_and_every_broker_agrees(
     for broker_id, broker in cluster.brokers.items():
         for version in range(6):
             answer = until(
-                lambda b=broker, v=version: (a := find(b.port, group, v)).error_code
-                == ErrorCode.none
-                and a,
+                lambda b=broker, v=version: (
+                    (a := find(b.port, group, v)).error_code == ErrorCode.none and a
+                ),
                 f"FindCoordinator v{version} via broker {broker_id}",
                 cluster,
             )
@@ -336,9 +334,11 @@ def stop_the_coordinator(cluster: Cluster, group: str) -> tuple[int, int]:
     assert cluster.brokers[old].stop() == 0
     survivor = next(iter(cluster.running()))
     new = until(
-        lambda: (a := find(cluster.brokers[survivor].port, group)).error_code == ErrorCode.none
-        and int(a.node_id) != old
-        and int(a.node_id),
+        lambda: (
+            (a := find(cluster.brokers[survivor].port, group)).error_code == ErrorCode.none
+            and int(a.node_id) != old
+            and int(a.node_id)
+        ),
         "the coordinator's move",
         cluster,
     )
