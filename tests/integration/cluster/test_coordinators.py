@@ -53,6 +53,9 @@ class Cluster:
                     "zookeeper.session.timeout.ms": "6000",
                     "broker.id": str(broker_id),
                     "controlled.shutdown.retry.backoff.ms": "100",
+                    # A controlled shutdown asking a controller that is itself stopping
+                    # waits this long per attempt (Kafka's default is 30 s).
+                    "controller.socket.timeout.ms": "5000",
                     "offsets.topic.replication.factor": str(replication),
                     "offsets.topic.segment.bytes": "1048576",
                     "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://{OTHER_HOST}:{internal}",
@@ -72,7 +75,7 @@ class Cluster:
 
     def stop(self) -> None:
         for broker in self.brokers.values():
-            broker.stop()
+            broker.stop(timeout=60)
 
     def logs(self) -> str:
         return "\n".join(f"--- broker {i}\n{b.log_text()[-3000:]}" for i, b in self.brokers.items())
