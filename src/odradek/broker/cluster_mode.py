@@ -23,14 +23,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
-from odradek.broker.handlers.interbroker import InterBrokerHandlers
+from odradek.broker.handlers.interbroker import InterBrokerHandlers, LeadershipChange
+from odradek.broker.internal_topics import InternalTopicCoordinators
 from odradek.broker.isr_writer import IsrWriter
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
@@ -163,6 +164,47 @@ async def join(config: BrokerConfig, data_dir: Path) -> ClusterMembership | None
     return await asyncio.to_thread(ClusterMembership.join, config, data_dir)
 
 
+# partition, leader epoch
+PartitionCallback = Callable[[int, int], None]
+
+
+@dataclass
+class InternalTopicLeadership:
+    """Coordinators that live where an internal topic's partitions are led (the group
+    coordinator over ``__consumer_offsets``; the transaction coordinator over
+    ``__transaction_state`` the same way) register here: ``on_elected(partition,
+    leader_epoch)`` when LeaderAndIsr makes this broker the partition's leader,
+    ``on_resigned(partition, leader_epoch)`` when it makes it a follower or StopReplica
+    stops it (Kafka's onElection / onResignation)."""
+
+    _callbacks: dict[str, list[tuple[PartitionCallback, PartitionCallback]]] = field(
+        default_factory=dict
+    )
+
+    def register(
+        self, topic: str, on_elected: PartitionCallback, on_resigned: PartitionCallback
+    ) -> None:
+        self._callbacks.setdefault(topic, []).append((on_elected, on_resigned))
+
+    def __call__(self, elected: list[LeadershipChange], resigned: list[LeadershipChange]) -> None:
+        # Resignations first: a batch never names a partition twice, but a coordinator
+        # that frees state before taking more keeps its memory bounded.
+        for topic, partition, epoch in resigned:
+            for _elect, resign in self._callbacks.get(topic, ()):
+                _call(resign, topic, partition, epoch)
+        for topic, partition, epoch in elected:
+            for elect, _resign in self._callbacks.get(topic, ()):
+                _call(elect, topic, partition, epoch)
+
+
+def _call(callback: PartitionCallback, topic: str, partition: int, epoch: int) -> None:
+    # One coordinator's bug must not keep the others from following leadership.
+    try:
+        callback(partition, epoch)
+    except Exception:
+        log.exception("coordinator callback for %s-%d failed", topic, partition)
+
+
 @dataclass
 class ClusterParts:
     """What cluster mode adds to a running broker (the replication phase extends it)."""
@@ -172,6 +214,8 @@ class ClusterParts:
     interbroker: InterBrokerHandlers
     topics: ClusterTopicHandlers
     fetchers: ReplicaFetcherManager
+    internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
+    coordinators: InternalTopicCoordinators | None = None
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -229,7 +273,12 @@ def install(
         config.get,
         topic_log_config,
     )
-    return ClusterParts(cache, states, interbroker, topics, fetchers)
+    leadership = InternalTopicLeadership()
+    interbroker.leadership_listeners.append(leadership)
+    coordinators = InternalTopicCoordinators(cache, topics.create_internal)
+    return ClusterParts(
+        cache, states, interbroker, topics, fetchers, leadership, coordinators
+    )
 
 
 # The keys the controller reads, by Kafka's names (it takes a plain mapping so that it

@@ -34,6 +34,19 @@ class LiveBroker:
     host: str
     port: int
     rack: str | None = None
+    # Every listener the broker registered: (listener name, host, port). host and port
+    # above are the PLAINTEXT one (what Metadata names).
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Host and port of ``listener`` on this broker; None when it has no such
+        listener (Kafka's getAliveBrokerNode for a listener name)."""
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        if not self.endpoints and listener == LISTENER:
+            return self.host, self.port  # v0 requests name one endpoint, no listener
+        return None
 
 
 @dataclass(frozen=True)
@@ -177,7 +190,13 @@ def _live_brokers(request: Any) -> Iterable[LiveBroker]:
             endpoints[0] if endpoints else None,
         )
         if chosen is not None:
-            yield LiveBroker(int(broker.id_), chosen.host, int(chosen.port), rack)
+            yield LiveBroker(
+                int(broker.id_),
+                chosen.host,
+                int(chosen.port),
+                rack,
+                tuple((getattr(e, "listener", LISTENER), e.host, int(e.port)) for e in endpoints),
+            )
 
 
 def _partition_states(request: Any) -> Iterable[tuple[str, uuid.UUID | None, Any]]:

@@ -7,12 +7,14 @@ read a partition back from its start — so the coordinator never touches storag
 and can be rebuilt on whichever broker leads a partition.
 
 The topic is created on first use, as Kafka does: with ``offsets.topic.num.partitions``
-partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` segments.
+partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` segments. In
+cluster mode it is created through ZooKeeper instead (:mod:`odradek.broker.internal_topics`)
+and its partition count is the one the cluster knows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from odradek.cluster.metadata import MetadataError
@@ -38,10 +40,35 @@ class OffsetsAppendError(Exception):
 
 
 class OffsetsTopic:
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(
+        self, server: KafkaServer, cluster_count: Callable[[], int | None] | None = None
+    ) -> None:
         self._server = server
-        self.num_partitions: int = server.config.get("offsets.topic.num.partitions")
+        self._num_partitions: int = server.config.get("offsets.topic.num.partitions")
+        # Cluster mode: the partition count from the metadata cache, None before the
+        # topic exists (Kafka's groupMetadataTopicPartitionCount from ZooKeeper).
+        self._cluster_count = cluster_count
         self.open_transactions: dict[int, dict[int, list[tuple[int, bytes, bytes | None]]]] = {}
+
+    @property
+    def num_partitions(self) -> int:
+        if self._cluster_count is not None:
+            count = self._cluster_count()
+            if count:
+                return count
+        return self._num_partitions
+
+    @num_partitions.setter
+    def num_partitions(self, value: int) -> None:
+        self._num_partitions = value
+
+    def topic_configs(self) -> dict[str, str]:
+        """Kafka's GroupMetadataManager topic configs."""
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._server.config.get("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        }
 
     def exists(self) -> bool:
         return self._server.metadata.topic(OFFSETS_TOPIC) is not None
@@ -60,11 +87,7 @@ class OffsetsTopic:
                 OFFSETS_TOPIC,
                 self.num_partitions,
                 replication,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self._server.config.get("offsets.topic.segment.bytes")),
-                    "compression.type": "producer",
-                },
+                self.topic_configs(),
             )
         except MetadataError as exc:
             if exc.error_name != "TOPIC_ALREADY_EXISTS":

@@ -39,6 +39,7 @@ from odradek.broker.handlers import (
     produce,
     scram_users,
 )
+from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
 from odradek.broker.network import (
@@ -331,6 +332,8 @@ class KafkaServer:
         # timeout (a long-poll fetch, a JoinGroup): answer them now with what there is.
         try:
             self.fetch_waiters.drain()
+            if self.cluster_parts is not None and self.cluster_parts.coordinators is not None:
+                await self.cluster_parts.coordinators.close()
             await self.group_coordinator.shutdown()  # parked group requests: NOT_COORDINATOR
             await self.txn.shutdown()
         except Exception:  # never let one step keep the logs from a clean close
@@ -373,7 +376,12 @@ class KafkaServer:
     # Consumer groups ----------------------------------------------------------------------
 
     def _start_group_coordinator(self) -> None:
-        self.offsets_topic = OffsetsTopic(self)
+        parts = self.cluster_parts
+        coordinators = parts.coordinators if parts is not None else None
+        self.offsets_topic = OffsetsTopic(
+            self,
+            None if coordinators is None else lambda: coordinators.partition_count(OFFSETS_TOPIC),
+        )
         self.group_coordinator = GroupCoordinator(
             self.offsets_topic,
             self.timer,
@@ -383,7 +391,7 @@ class KafkaServer:
         self.group_handlers = GroupHandlers(
             self.group_coordinator,
             coordinator_node=self._coordinator_node,
-            partition_exists=lambda topic, p: self.replica_manager.partition(topic, p) is not None,
+            partition_exists=self._partition_exists,
         )
         self.topics.on_topic_deleted = lambda topic, partitions: self._spawn(
             self.group_coordinator.on_partitions_deleted((topic, p) for p in partitions),
@@ -391,7 +399,13 @@ class KafkaServer:
         )
         for api_key, handler in self.group_handlers.handlers().items():
             self._handlers[api_key] = _unbound(handler)
-        if self.offsets_topic.exists():
+        if parts is not None:
+            # Cluster mode: this broker coordinates the groups of the offsets partitions
+            # the controller makes it lead, and only while it leads them.
+            parts.internal_leadership.register(
+                OFFSETS_TOPIC, self._on_offsets_elected, self._on_offsets_resigned
+            )
+        elif self.offsets_topic.exists():
             self.offsets_topic.ensure_created()  # learns the existing partition count
             self._load_offsets_partitions()
 
@@ -415,6 +429,21 @@ class KafkaServer:
                 return broker.node_id, broker.host, broker.port
         return None
 
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        """OffsetCommit's UNKNOWN_TOPIC_OR_PARTITION check: the cluster's partitions in
+        cluster mode (the coordinator hosts few of them), the hosted ones otherwise."""
+        if self.cluster_parts is not None:
+            return self.cluster_parts.metadata_cache.contains(topic, partition)
+        return self.replica_manager.partition(topic, partition) is not None
+
+    def _on_offsets_elected(self, partition: int, _leader_epoch: int) -> None:
+        # Loads in the background; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+        self.group_coordinator.schedule_load(partition)
+
+    def _on_offsets_resigned(self, partition: int, _leader_epoch: int) -> None:
+        # Its groups go; parked joins and syncs are answered NOT_COORDINATOR.
+        self.group_coordinator.unload_partition(partition)
+
     def _load_offsets_partitions(self) -> None:
         """Become coordinator for every offsets partition led here; each loads in the
         background and answers COORDINATOR_LOAD_IN_PROGRESS until it is done."""
@@ -436,6 +465,18 @@ class KafkaServer:
             log.error("background job %s failed: %r", task.get_name(), task.exception())
 
     async def _coordinator_node(self, partition: int) -> tuple[int, str, int] | None:
+        parts = self.cluster_parts
+        if parts is not None and parts.coordinators is not None:
+            # The leader of the partition per the controller; first use creates the topic
+            # through ZooKeeper (Kafka's AutoTopicCreationManager).
+            spec = InternalTopicSpec(
+                OFFSETS_TOPIC,
+                self.config.get("offsets.topic.num.partitions"),
+                self.config.get("offsets.topic.replication.factor"),
+                "offsets.topic.replication.factor",
+                self.offsets_topic.topic_configs(),
+            )
+            return parts.coordinators.coordinator(spec, partition, current_listener.get())
         # First use creates __consumer_offsets, as Kafka does; its partitions are empty,
         # so becoming their coordinator is immediate.
         if not self.offsets_topic.exists() and self.offsets_topic.ensure_created():

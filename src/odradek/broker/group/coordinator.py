@@ -274,9 +274,23 @@ class GroupCoordinator:
         """
         if partition in self._owned or partition in self._loading:
             return
+        await self._load(partition, self._begin_loading(partition))
+
+    def schedule_load(self, partition: int) -> asyncio.Task[None] | None:
+        """``load_partition`` in the background, but the partition counts as loading at
+        once: a request arriving before the load starts gets COORDINATOR_LOAD_IN_PROGRESS,
+        not NOT_COORDINATOR (Kafka's scheduleLoadGroupAndOffsets). None if already ours."""
+        if partition in self._owned or partition in self._loading:
+            return None
+        return self._spawn(self._load(partition, self._begin_loading(partition)))
+
+    def _begin_loading(self, partition: int) -> int:
         epoch = self._partition_epoch.get(partition, 0) + 1
         self._partition_epoch[partition] = epoch
         self._loading.add(partition)
+        return epoch
+
+    async def _load(self, partition: int, epoch: int) -> None:
         started = time.monotonic()
         try:
             rebuilder = PartitionRebuilder(partition)

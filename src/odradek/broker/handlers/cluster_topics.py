@@ -274,6 +274,13 @@ class ClusterTopicHandlers:
             name, num_partitions, replication_factor, configs, manual, validate_only=validate_only
         )
 
+    async def create_internal(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
+        """Create an internal topic (Kafka's AutoTopicCreationManager for
+        ``__consumer_offsets``); MetadataError as for CreateTopics."""
+        await self._create(name, num_partitions, replication_factor, dict(configs), None)
+
     async def _create(
         self,
         name: str,

@@ -40,6 +40,12 @@ from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
+# (topic, partition, leader epoch): a partition whose leadership changed here.
+LeadershipChange = tuple[str, int, int]
+# (became leader, stopped leading): called after every LeaderAndIsr and StopReplica with
+# the partitions it changed (Kafka's onLeadershipChange / StopReplica callbacks, which
+# move the group and transaction coordinators).
+LeadershipListener = Callable[[list[LeadershipChange], list[LeadershipChange]], None]
 # (broker_id, broker_epoch) -> (error code, partitions still led by the broker)
 ControlledShutdownHook = Callable[[int, int], Awaitable[tuple[int, list[tuple[str, int]]]]]
 
@@ -72,6 +78,7 @@ class InterBrokerHandlers:
         self.controlled_shutdown_hook: ControlledShutdownHook | None = None
         # Cluster mode: the replica fetchers a follower partition is handed to.
         self.fetchers: ReplicaFetcherManager | None = None
+        self.leadership_listeners: list[LeadershipListener] = []
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         return {
@@ -116,10 +123,27 @@ class InterBrokerHandlers:
                     int(live.port),
                 )
         errors = []
+        elected: list[LeadershipChange] = []
+        resigned: list[LeadershipChange] = []
         for topic, topic_id, state in states:
             code = await self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
             errors.append((topic, topic_id, int(state.partition_index), code))
+            if code == ErrorCode.none:
+                change = (topic, int(state.partition_index), int(state.leader_epoch))
+                (elected if int(state.leader) == self.broker_id else resigned).append(change)
+        self._leadership_changed(elected, resigned)
         return _leader_and_isr_response(version, ErrorCode.none, errors)
+
+    def _leadership_changed(
+        self, elected: list[LeadershipChange], resigned: list[LeadershipChange]
+    ) -> None:
+        if not elected and not resigned:
+            return
+        for listener in self.leadership_listeners:
+            try:
+                listener(elected, resigned)
+            except Exception:  # one listener's bug must not fail the controller's request
+                log.exception("leadership listener failed")
 
     async def _become_leader_or_follower(
         self, topic: str, topic_id: uuid.UUID | None, state: Any, controller_epoch: int
@@ -224,8 +248,14 @@ class InterBrokerHandlers:
             return _stop_replica_response(version, fenced, errors)
         self.cache.controller_epoch = int(request.controller_epoch)
         errors = []
+        stopped: list[LeadershipChange] = []
         for topic, index, epoch, delete in targets:
-            errors.append((topic, index, self._stop_replica(topic, index, epoch, delete)))
+            code = self._stop_replica(topic, index, epoch, delete)
+            errors.append((topic, index, code))
+            if code == ErrorCode.none:
+                stopped.append((topic, index, epoch))
+        # A stopped replica leads nothing here any more, deleted or not.
+        self._leadership_changed([], stopped)
         return _stop_replica_response(version, ErrorCode.none, errors)
 
     def _stop_replica(self, topic: str, index: int, epoch: int, delete: bool) -> ErrorCode:
