@@ -189,9 +189,9 @@ def describe(
 
     With any of the partition filters only the matching partitions are printed, without
     the topic header lines (kafka-topics' behaviour)."""
+    from odradek.cli.topic_report import PartitionFilter, describe_lines
     from odradek.client.admin import ConfigResource
     from odradek.client.errors import KafkaError
-    from odradek.cli.topic_report import PartitionFilter, describe_lines
 
     wanted_filter = PartitionFilter(
         under_replicated=under_replicated_partitions,
