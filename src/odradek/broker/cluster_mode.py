@@ -30,6 +30,7 @@ from typing import Any
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
+from odradek.broker.handlers.elect_leaders import ElectLeadersHandler
 from odradek.broker.handlers.interbroker import InterBrokerHandlers
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
@@ -169,6 +170,7 @@ class ClusterParts:
     replica_states: ReplicaStates
     interbroker: InterBrokerHandlers
     topics: ClusterTopicHandlers
+    elections: ElectLeadersHandler
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -176,6 +178,7 @@ class ClusterParts:
         UpdateMetadata and ControlledShutdown once the protocol layer knows their
         versions (an API key without versions cannot be decoded, so it is left out)."""
         table: dict[int, Callable[[Any, Any], Awaitable[Any]]] = dict(self.topics.handlers())
+        table.update(self.elections.handlers())
         for api_key, handler in self.interbroker.handlers().items():
             if api_key in SUPPORTED:
                 table[api_key] = handler
@@ -216,7 +219,7 @@ def install(
         config.get,
         topic_log_config,
     )
-    return ClusterParts(cache, states, interbroker, topics)
+    return ClusterParts(cache, states, interbroker, topics, ElectLeadersHandler(cache))
 
 
 # The keys the controller reads, by Kafka's names (it takes a plain mapping so that it
@@ -236,7 +239,7 @@ async def start_controller(
 ) -> Controller:
     """Every broker of a ZooKeeper cluster runs a controller that takes part in the
     election; the elected one drives the cluster (Kafka's KafkaController). The broker's
-    ControlledShutdown handler forwards to it."""
+    ControlledShutdown and ElectLeaders handlers forward to it."""
     settings: dict[str, Any] = {key: config.get(key) for key in _CONTROLLER_KEYS}
     if config.get("inter.broker.listener.name"):
         settings["inter.broker.listener.name"] = config.get("inter.broker.listener.name")
@@ -247,6 +250,14 @@ async def start_controller(
         return int(result.error_code), list(result.remaining)
 
     parts.interbroker.controlled_shutdown_hook = forward
+
+    async def elect(
+        partitions: set[tuple[str, int]], election_type: int
+    ) -> dict[tuple[str, int], tuple[int, str | None, int | None]]:
+        results = await controller.elect_leaders(partitions, election_type)
+        return {tp: (int(r.error_code), r.message, r.leader) for tp, r in results.items()}
+
+    parts.elections.hook = elect
     await controller.start()
     return controller
 

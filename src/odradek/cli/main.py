@@ -37,6 +37,7 @@ def _register() -> None:
         "get_offsets",
         "dump_log",
         "cluster",
+        "elect_leaders",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])
