@@ -398,8 +398,12 @@ class Controller:
         ]
         self.replicas.handle_state_changes(offline, ReplicaState.OFFLINE)
         self.deletion.resume()
-        # Every live broker learns who is gone, even if no partition changed.
-        self.batch.add_update_metadata(self.ctx.live_broker_ids)
+        # Every live broker learns who is gone, and which replicas are now offline, even
+        # where the ISR did not change (Kafka re-sends the state of every partition with a
+        # replica on the dead broker as its replica state machine takes it offline).
+        self.batch.add_update_metadata(
+            self.ctx.live_broker_ids, sorted({tp for tp, _broker in offline})
+        )
 
     def _on_broker_startup(self, started: set[int]) -> None:
         self.batch.add_update_metadata(self.ctx.live_broker_ids, self.ctx.all_partitions())
