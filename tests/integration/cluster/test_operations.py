@@ -224,3 +224,116 @@ def test_elect_leaders_argument_errors(tmp_path: Path) -> None:
     elect("--path-to-json-file", str(bad)).check_error("duplicate partitions: t-0")
     bad.write_text("{}")
     elect("--path-to-json-file", str(bad)).check_error('missing "partitions" field')
+
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+TOPIC, BROKER = 2, 4
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+
+
+def alter(port: int, resource_type: int, name: str, *changes: tuple[str, int, str | None]) -> Any:
+    response: Any = RawClient(port).call(
+        INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": k, "config_operation": op, "value": v} for k, op, v in changes
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    return response.responses[0]
+
+
+def described(port: int, resource_type: int, name: str, *keys: str) -> Any:
+    response: Any = RawClient(port).call(
+        DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": name,
+                    "configuration_keys": list(keys) or None,
+                }
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
+    return response.results[0]
+
+
+def config(result: Any, key: str) -> tuple[str | None, int]:
+    [entry] = [c for c in result.configs if c.name == key]
+    return entry.value, int(entry.config_source)
+
+
+def test_configs_go_through_zookeeper_to_every_broker(
+    brokers: dict[int, BrokerProcess], zk: ZkClient
+) -> None:
+    first, second = brokers[1], brokers[2]
+    odradek("topics", "create", "cfg", "-p", "1", "-r", "3", "-b", bootstrap(brokers)).check()
+
+    # Altered on broker 1: written to ZooKeeper, announced, applied by every broker.
+    assert alter(first.port, TOPIC, "cfg", ("retention.ms", 0, "123456")).error_code == 0
+    assert zk.get_entity_config("topics", "cfg") == {"retention.ms": "123456"}
+    result = described(second.port, TOPIC, "cfg", "retention.ms")
+    assert result.error_code == 0
+    assert config(result, "retention.ms") == ("123456", DYNAMIC_TOPIC_CONFIG)
+    for broker in brokers.values():
+        poll(
+            lambda b=broker: (
+                "Processing override for entityPath: topics/cfg with config: "
+                "{'retention.ms': '123456'}" in b.log_text()
+            ),
+            f"broker {broker.port} applied the topic config",
+        )
+    # Back to the default (deleted override) on broker 2.
+    assert alter(second.port, TOPIC, "cfg", ("retention.ms", 1, None)).error_code == 0
+    assert config(described(first.port, TOPIC, "cfg", "retention.ms"), "retention.ms") == (
+        "604800000",
+        5,
+    )
+
+    # Bad values and unknown topics are refused before anything is written.
+    bad = alter(first.port, TOPIC, "cfg", ("retention.ms", 0, "soon"))
+    assert bad.error_code == ErrorCode.invalid_config
+    assert zk.get_entity_config("topics", "cfg") == {}
+    assert alter(first.port, TOPIC, "nope", ("retention.ms", 0, "1")).error_code == (
+        ErrorCode.unknown_topic_or_partition
+    )
+    assert described(first.port, TOPIC, "nope").error_code == ErrorCode.unknown_topic_or_partition
+
+    # Dynamic broker configs: <default> for every broker, <id> for one (and it wins).
+    assert alter(first.port, BROKER, "", ("log.retention.ms", 0, "7200000")).error_code == 0
+    assert zk.get_entity_config("brokers", "<default>") == {"log.retention.ms": "7200000"}
+    assert alter(second.port, BROKER, "2", ("log.retention.ms", 0, "3600000")).error_code == 0
+    assert config(described(first.port, BROKER, "1"), "log.retention.ms") == (
+        "7200000",
+        DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    assert config(described(second.port, BROKER, "2"), "log.retention.ms") == (
+        "3600000",
+        DYNAMIC_BROKER_CONFIG,
+    )
+    # A topic without an override takes the broker's dynamic default.
+    assert config(described(second.port, TOPIC, "cfg"), "retention.ms")[0] == "3600000"
+    assert config(described(first.port, TOPIC, "cfg"), "retention.ms")[0] == "7200000"
+    poll(
+        lambda: "Processing override for entityPath: brokers/<default>" in second.log_text(),
+        "broker 2 applied the default broker config",
+    )
+    # Only log.* topic defaults are dynamic; another broker's id is not this broker.
+    assert alter(first.port, BROKER, "", ("num.io.threads", 0, "4")).error_code == (
+        ErrorCode.invalid_request
+    )
+    assert alter(first.port, BROKER, "2", ("log.retention.ms", 0, "1")).error_code == (
+        ErrorCode.invalid_request
+    )
