@@ -248,7 +248,7 @@ async def start_controller(
     election; the elected one drives the cluster (Kafka's KafkaController). The broker's
     ControlledShutdown and ElectLeaders handlers forward to it. The config change
     listener starts here too (once the broker is registered)."""
-    await parts.configs.configs.start()
+    parts.configs.configs.start()
     settings: dict[str, Any] = {key: config.get(key) for key in _CONTROLLER_KEYS}
     if config.get("inter.broker.listener.name"):
         settings["inter.broker.listener.name"] = config.get("inter.broker.listener.name")

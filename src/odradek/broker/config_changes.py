@@ -88,20 +88,29 @@ class ClusterConfigs:
 
     # --- the change listener ----------------------------------------------------------
 
-    async def start(self) -> None:
-        """Load the broker's dynamic configs, then watch ``/config/changes``."""
+    def start(self) -> None:
+        """Load the broker's dynamic configs, then watch ``/config/changes``; in the
+        background, so that joining the cluster does not wait for it."""
+        task = asyncio.get_running_loop().create_task(self._start())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
-        await self._reload_broker_configs()
+        try:
+            await self._reload_broker_configs()
 
-        def changed(_children: list[str]) -> None:  # kazoo's thread
-            loop.call_soon_threadsafe(self._schedule)
+            def changed(_children: list[str]) -> None:  # kazoo's thread
+                loop.call_soon_threadsafe(self._schedule)
 
-        self._stop_watch = await asyncio.to_thread(self.zk.watch_config_changes, changed)
+            self._stop_watch = await asyncio.to_thread(self.zk.watch_config_changes, changed)
+        except ZooKeeperError as exc:
+            log.error("watching /config/changes failed: %s", exc)
 
     def stop(self) -> None:
         if callable(self._stop_watch):
             self._stop_watch()
-        for task in self._tasks:
+        for task in list(self._tasks):
             task.cancel()
 
     def _schedule(self) -> None:
