@@ -197,3 +197,19 @@ def test_bad_bootstrap_server_argument() -> None:
     odradek("topics", "list", "--bootstrap-server", "localhost:notaport").check_error(
         "--bootstrap-server"
     )
+
+
+def test_describe_partition_filters_on_the_embedded_broker(bootstrap: str) -> None:
+    name = unique("cli-filters")
+    topics(bootstrap, "create", name, "--partitions", "2").check()
+    # One replica (the broker itself) in the ISR: nothing under-replicated or unavailable.
+    for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+        assert describe_lines(bootstrap, name, flag) == []
+    # min.insync.replicas=1 (the default): an ISR of one is at the minimum, not under it.
+    assert describe_lines(bootstrap, name, "--at-min-isr-partitions") == [
+        f"\tTopic: {name}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(2)
+    ]
+    assert describe_lines(bootstrap, name, "--under-min-isr-partitions") == []
+    topics(bootstrap, "alter", name, "--add-config", "min.insync.replicas=2").check()
+    assert len(describe_lines(bootstrap, name, "--under-min-isr-partitions")) == 2
+    assert describe_lines(bootstrap, name, "--at-min-isr-partitions") == []

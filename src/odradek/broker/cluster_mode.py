@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.config_changes import ClusterConfigs
 from odradek.broker.controlled_shutdown import controlled_shutdown
+from odradek.broker.handlers.cluster_configs import ClusterConfigHandlers
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
+from odradek.broker.handlers.elect_leaders import ElectLeadersHandler
 from odradek.broker.handlers.interbroker import InterBrokerHandlers, LeadershipChange
 from odradek.broker.internal_topics import InternalTopicCoordinators
 from odradek.broker.isr_writer import IsrWriter
@@ -41,7 +44,6 @@ from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.cluster.zk.errors import BrokerIdAlreadyRegistered, ZooKeeperError
-from odradek.cluster.zk.paths import CONFIG_TYPE_TOPIC
 from odradek.protocol.versions import SUPPORTED
 from odradek.storage import meta_properties
 from odradek.storage.config import LogConfig
@@ -214,6 +216,8 @@ class ClusterParts:
     interbroker: InterBrokerHandlers
     topics: ClusterTopicHandlers
     fetchers: ReplicaFetcherManager
+    elections: ElectLeadersHandler
+    configs: ClusterConfigHandlers
     internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
     coordinators: InternalTopicCoordinators | None = None
 
@@ -223,6 +227,8 @@ class ClusterParts:
         UpdateMetadata and ControlledShutdown once the protocol layer knows their
         versions (an API key without versions cannot be decoded, so it is left out)."""
         table: dict[int, Callable[[Any, Any], Awaitable[Any]]] = dict(self.topics.handlers())
+        table.update(self.elections.handlers())
+        table.update(self.configs.handlers())
         for api_key, handler in self.interbroker.handlers().items():
             if api_key in SUPPORTED:
                 table[api_key] = handler
@@ -241,18 +247,15 @@ def install(
     # A partition the cluster knows but this broker does not host: NOT_LEADER_OR_FOLLOWER.
     replica_manager.known_in_cluster = cache.contains
 
-    async def log_config(topic: str) -> LogConfig:
-        overrides = await asyncio.to_thread(
-            membership.zk.get_entity_config, CONFIG_TYPE_TOPIC, topic
-        )
-        return topic_log_config(overrides)
+    # Topic and dynamic broker configs live in ZooKeeper (applied on change notifications).
+    configs = ClusterConfigs(membership.broker_id, membership.zk, config, replica_manager)
 
     interbroker = InterBrokerHandlers(
         membership.broker_id,
         replica_manager=replica_manager,
         metadata_cache=cache,
         replica_states=states,
-        log_config=log_config,
+        log_config=configs.topic_log_config,
         broker_epoch=lambda: membership.broker_epoch,
     )
 
@@ -277,7 +280,15 @@ def install(
     interbroker.leadership_listeners.append(leadership)
     coordinators = InternalTopicCoordinators(cache, topics.create_internal)
     return ClusterParts(
-        cache, states, interbroker, topics, fetchers, leadership, coordinators
+        cache,
+        states,
+        interbroker,
+        topics,
+        fetchers,
+        ElectLeadersHandler(cache),
+        ClusterConfigHandlers(configs),
+        leadership,
+        coordinators,
     )
 
 
@@ -298,7 +309,9 @@ async def start_controller(
 ) -> Controller:
     """Every broker of a ZooKeeper cluster runs a controller that takes part in the
     election; the elected one drives the cluster (Kafka's KafkaController). The broker's
-    ControlledShutdown handler forwards to it."""
+    ControlledShutdown and ElectLeaders handlers forward to it. The config change
+    listener starts here too (once the broker is registered)."""
+    parts.configs.configs.start()
     settings: dict[str, Any] = {key: config.get(key) for key in _CONTROLLER_KEYS}
     if config.get("inter.broker.listener.name"):
         settings["inter.broker.listener.name"] = config.get("inter.broker.listener.name")
@@ -309,6 +322,14 @@ async def start_controller(
         return int(result.error_code), list(result.remaining)
 
     parts.interbroker.controlled_shutdown_hook = forward
+
+    async def elect(
+        partitions: set[tuple[str, int]], election_type: int
+    ) -> dict[tuple[str, int], tuple[int, str | None, int | None]]:
+        results = await controller.elect_leaders(partitions, election_type)
+        return {tp: (int(r.error_code), r.message, r.leader) for tp, r in results.items()}
+
+    parts.elections.hook = elect
     await controller.start()
     return controller
 
@@ -334,5 +355,7 @@ async def leave_cluster(
             backoff_s=config.get("controlled.shutdown.retry.backoff.ms") / 1000,
             request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
         )
+    if parts is not None:
+        parts.configs.configs.stop()
     if controller is not None:
         await controller.stop()

@@ -186,4 +186,7 @@ def up(count: int, data_dir: Path, base_port: int, overrides: tuple[str, ...]) -
 
 
 def register(cli: click.Group) -> None:
+    from odradek.cli.cluster_describe import describe
+
+    cluster.add_command(describe)
     cli.add_command(cluster)

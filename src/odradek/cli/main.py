@@ -40,6 +40,7 @@ def _register() -> None:
         "console",
         "transactions",
         "users",
+        "elect_leaders",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

@@ -23,7 +23,6 @@ INVALID_CONFIG, ...) print ``error: <KAFKA_ERROR_NAME>: ...`` and exit 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -151,26 +150,55 @@ def list_topics(bootstrap_server: str, exclude_internal: bool) -> None:
         click.echo(name)
 
 
-def _config_text(entries: dict[str, Any], all_configs: bool) -> str:
-    shown = [
-        f"{name}={'<sensitive>' if entry.sensitive else entry.value}"
-        for name, entry in sorted(entries.items())
-        if all_configs or not entry.is_default
-    ]
-    return ",".join(shown)
-
-
 @topics.command("describe")
 @click.argument("names", nargs=-1)
 @bootstrap_option
 @click.option("--all-configs", is_flag=True, help="Show every config, defaults included.")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
+@click.option(
+    "--under-replicated-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than their replica list.",
+)
+@click.option(
+    "--unavailable-partitions",
+    is_flag=True,
+    help="Only partitions without a leader or whose leader is not a live broker.",
+)
+@click.option(
+    "--under-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than min.insync.replicas (or leaderless).",
+)
+@click.option(
+    "--at-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR size equals min.insync.replicas.",
+)
 def describe(
-    names: tuple[str, ...], bootstrap_server: str, all_configs: bool, exclude_internal: bool
+    names: tuple[str, ...],
+    bootstrap_server: str,
+    all_configs: bool,
+    exclude_internal: bool,
+    under_replicated_partitions: bool,
+    unavailable_partitions: bool,
+    under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool,
 ) -> None:
-    """Describe topics NAMES (default: every topic)."""
+    """Describe topics NAMES (default: every topic).
+
+    With any of the partition filters only the matching partitions are printed, without
+    the topic header lines (kafka-topics' behaviour)."""
+    from odradek.cli.topic_report import PartitionFilter, describe_lines
     from odradek.client.admin import ConfigResource
     from odradek.client.errors import KafkaError
+
+    wanted_filter = PartitionFilter(
+        under_replicated=under_replicated_partitions,
+        unavailable=unavailable_partitions,
+        under_min_isr=under_min_isr_partitions,
+        at_min_isr=at_min_isr_partitions,
+    )
 
     async def action(admin: Admin) -> list[str]:
         cluster = await admin.list_topics()
@@ -185,47 +213,26 @@ def describe(
                 for n, info in cluster.topics.items()
                 if not (exclude_internal and info.is_internal)
             )
+        for name in wanted:
+            info = cluster.topics[name]
+            if info.error_code and not info.partitions:
+                raise KafkaError(info.error_code, f"topic {name!r}")
         configs: dict[str, dict[str, Any]] = {}
         if wanted:
             resources = [ConfigResource("topic", n) for n in wanted]
             described = await admin.describe_configs(resources)
             for resource, entries in described.items():
                 configs[resource.name] = entries
+        live = set((await admin.describe_cluster()).brokers)
         lines: list[str] = []
         for name in wanted:
-            info = cluster.topics[name]
-            if info.error_code and not info.partitions:
-                raise KafkaError(info.error_code, f"topic {name!r}")
-            partitions = [info.partitions[p] for p in sorted(info.partitions)]
-            replication = len(partitions[0].replicas) if partitions else 0
-            header = [
-                f"Topic: {name}",
-                f"PartitionCount: {len(partitions)}",
-                f"ReplicationFactor: {replication}",
-                f"Configs: {_config_text(configs.get(name, {}), all_configs)}",
-            ]
-            if info.is_internal:
-                header.insert(1, "Internal: true")
-            lines.append("\t".join(header))
-            for part in partitions:
-                row = [
-                    f"Topic: {name}",
-                    f"Partition: {part.partition}",
-                    f"Leader: {part.leader if part.leader >= 0 else 'none'}",
-                    f"Replicas: {_ids(part.replicas)}",
-                    f"Isr: {_ids(part.isr)}",
-                ]
-                if part.offline:
-                    row.append(f"Offline: {_ids(part.offline)}")
-                lines.append("\t" + "\t".join(row))
+            lines += describe_lines(
+                cluster.topics[name], configs.get(name, {}), live, wanted_filter, all_configs
+            )
         return lines
 
     for line in run(_with_admin(bootstrap_server, action)):
         click.echo(line)
-
-
-def _ids(ids: Sequence[int]) -> str:
-    return ",".join(str(i) for i in ids)
 
 
 @topics.command("delete")

@@ -42,6 +42,7 @@ from odradek.client.versions import (
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
 )
 
@@ -66,6 +67,7 @@ CONFIG_SOURCES = {
     7: "CLIENT_METRICS_CONFIG",
     8: "GROUP_CONFIG",
 }
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}  # Kafka's ElectionType values
 ALTER_OPERATIONS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 _ATTEMPTS = 4
 
@@ -564,6 +566,64 @@ class Admin(ClientUser):
                         result[tp] = int(part.low_watermark)
         _raise_failures({tp: failures[tp] for tp in before if tp in failures})
         return result
+
+    # -- leader elections ----------------------------------------------------------------------
+
+    async def elect_leaders(
+        self,
+        election_type: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        timeout_ms: int = 30000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders (``"preferred"`` or ``"unclean"``) for ``partitions``, or every
+        partition of the cluster with None, sent to the controller. Returns each
+        partition's outcome: None when a leader was elected, else its KafkaError
+        (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...), as Kafka's
+        ElectLeadersResult. A top-level error raises."""
+        if election_type not in ELECTION_TYPES:
+            raise ValueError(f"election type must be preferred or unclean, not {election_type!r}")
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for topic, partition in partitions:
+                _check_topic_names([topic])
+                topics.setdefault(topic, []).append(int(partition))
+        answers: dict[TopicPartition, KafkaError | None] = {}
+
+        def items(response: Any) -> list[tuple[Hashable, int, str | None]]:
+            answers.clear()
+            if getattr(response, "error_code", 0):
+                return [("", int(response.error_code), "ElectLeaders")]
+            found: list[tuple[Hashable, int, str | None]] = []
+            for topic_result in response.replica_election_results:
+                for part in topic_result.partition_result:
+                    tp = (str(topic_result.topic), int(part.partition_id))
+                    code, message = int(part.error_code), part.error_message
+                    answers[tp] = KafkaError(code, message) if code else None
+                    found.append((tp, code, message))
+            return found
+
+        failures = await self._to_controller(
+            ELECT_LEADERS,
+            lambda v: build_request(
+                ELECT_LEADERS,
+                v,
+                election_type=ELECTION_TYPES[election_type],
+                topic_partitions=None
+                if topics is None
+                else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                timeout=timeout_ms,
+            ),
+            timeout_ms,
+            items,
+        )
+        if "" in failures:
+            raise failures[""]
+        if partitions is not None:
+            for tp in partitions:
+                self._client.mark_stale(tp[0])
+        return dict(sorted(answers.items()))
 
     # -- log directories -----------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -148,6 +149,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     DELETE_GROUPS: (0, 2),
+    # Served in cluster mode only (the controller elects); v0-2 as Kafka 3.9.
+    ELECT_LEADERS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     OFFSET_DELETE: (0, 0),
     # KIP-554 SCRAM credential management (salted passwords come from the client).

@@ -26,6 +26,7 @@ BROKER = 4
 
 # DescribeConfigs config_source values.
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -66,14 +67,21 @@ def _describe_topic(server: KafkaServer, name: str, keys: Any) -> dict[str, Any]
     topic = server.metadata.topic(name)
     if topic is None:
         raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-    wanted = _wanted(keys)
     effective = server.topics.log_config(topic.configs).to_properties()
-    broker_set = server.broker_topic_overrides()
+    return topic_config_entries(effective, topic.configs, server.broker_topic_overrides(), keys)
+
+
+def topic_config_entries(
+    effective: dict[str, str], overrides: Any, broker_set: set[str], keys: Any
+) -> dict[str, Any]:
+    """DescribeConfigs entries of a topic: its effective config, each key's source being
+    the topic's override, a broker setting, or Kafka's default."""
+    wanted = _wanted(keys)
     configs = []
     for key, value in sorted(effective.items()):
         if not wanted(key):
             continue
-        if key in topic.configs:
+        if key in overrides:
             source = DYNAMIC_TOPIC_CONFIG
         elif key in broker_set:
             source = STATIC_BROKER_CONFIG
@@ -95,15 +103,24 @@ def _describe_topic(server: KafkaServer, name: str, keys: Any) -> dict[str, Any]
 def _describe_broker(server: KafkaServer, name: str, keys: Any) -> dict[str, Any]:
     if name not in ("", str(server.broker_id)):
         raise MetadataError("INVALID_REQUEST", f"this is broker {server.broker_id}, not {name!r}")
-    wanted = _wanted(keys)
     dynamic = server.metadata.broker_configs()
+    sources = {key: DYNAMIC_DEFAULT_BROKER_CONFIG for key in dynamic}
+    return broker_config_entries(server.config, dynamic, sources, keys)
+
+
+def broker_config_entries(
+    config: Any, dynamic: dict[str, str], sources: dict[str, int], keys: Any
+) -> dict[str, Any]:
+    """DescribeConfigs entries of a broker: ``dynamic`` values (with their ``sources``)
+    over the static config."""
+    wanted = _wanted(keys)
     configs = []
-    for key, value in server.config.describe():
+    for key, value in config.describe():
         if not wanted(key.name):
             continue
         if key.name in dynamic:
-            value, source = dynamic[key.name], DYNAMIC_DEFAULT_BROKER_CONFIG
-        elif server.config.is_default(key.name):
+            value, source = dynamic[key.name], sources[key.name]
+        elif config.is_default(key.name):
             source = DEFAULT_CONFIG
         else:
             source = STATIC_BROKER_CONFIG
@@ -165,17 +182,22 @@ def _apply(
             raise MetadataError(
                 "INVALID_REQUEST", f"this is broker {server.broker_id}, not {name!r}"
             )
-        for key in configs:
-            spec = KEYS.get(key)
-            if spec is None:
-                raise MetadataError("INVALID_CONFIG", f"unknown broker config {key!r}")
-            if spec.topic_key is None:
-                raise MetadataError(
-                    "INVALID_REQUEST", f"broker config {key} cannot be updated dynamically"
-                )
+        check_dynamic_broker_keys(configs)
         server.set_dynamic_broker_configs(configs, validate_only=validate)
     else:
         raise MetadataError("INVALID_REQUEST", f"resource type {resource_type} is not supported")
+
+
+def check_dynamic_broker_keys(configs: dict[str, str]) -> None:
+    """Only the broker's topic defaults (``log.*``) change at runtime."""
+    for key in configs:
+        spec = KEYS.get(key)
+        if spec is None:
+            raise MetadataError("INVALID_CONFIG", f"unknown broker config {key!r}")
+        if spec.topic_key is None:
+            raise MetadataError(
+                "INVALID_REQUEST", f"broker config {key} cannot be updated dynamically"
+            )
 
 
 def _current_overrides(server: KafkaServer, resource_type: int, name: str) -> dict[str, str]:
@@ -239,7 +261,17 @@ async def handle_incremental_alter_configs(
 def _incremental_overrides(server: KafkaServer, resource: Any) -> dict[str, str]:
     """The resource's current overrides with SET/DELETE/APPEND/SUBTRACT applied."""
     configs = _current_overrides(server, resource.resource_type, resource.resource_name)
-    for change in resource.configs:
+    return apply_incremental(
+        configs, resource.configs, server.topics.default_log_config.to_properties()
+    )
+
+
+def apply_incremental(
+    configs: dict[str, str], changes: Any, defaults: dict[str, str]
+) -> dict[str, str]:
+    """``configs`` with IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT applied; a
+    list config without an override starts from ``defaults`` (the topic defaults)."""
+    for change in changes:
         op = int(change.config_operation)
         if op == SET:
             if change.value is None:
@@ -252,8 +284,7 @@ def _incremental_overrides(server: KafkaServer, resource: Any) -> dict[str, str]
                 raise MetadataError("INVALID_CONFIG", f"{change.name} is not a list config")
             current = configs.get(change.name)
             if current is None:
-                effective = server.topics.default_log_config.to_properties()
-                current = effective.get(change.name.removeprefix("log."), "")
+                current = defaults.get(change.name.removeprefix("log."), "")
             items = [v for v in current.split(",") if v]
             values = [v for v in (change.value or "").split(",") if v]
             if op == APPEND:

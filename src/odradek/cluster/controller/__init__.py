@@ -8,6 +8,6 @@ controller epoch) and tells brokers with LeaderAndIsr, UpdateMetadata and StopRe
 """
 
 from odradek.cluster.controller.controller import Controller
-from odradek.cluster.controller.leadership import ControlledShutdownResult
+from odradek.cluster.controller.leadership import ControlledShutdownResult, ElectionResult
 
-__all__ = ["ControlledShutdownResult", "Controller"]
+__all__ = ["ControlledShutdownResult", "Controller", "ElectionResult"]

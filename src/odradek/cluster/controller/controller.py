@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,7 +29,11 @@ from odradek.cluster.controller.context import (
     ReplicaState,
     TopicPartition,
 )
-from odradek.cluster.controller.leadership import ControlledShutdownResult, LeadershipMoves
+from odradek.cluster.controller.leadership import (
+    ControlledShutdownResult,
+    ElectionResult,
+    LeadershipMoves,
+)
 from odradek.cluster.controller.partition_state_machine import PartitionStateMachine, Strategy
 from odradek.cluster.controller.replica_state_machine import ReplicaStateMachine
 from odradek.cluster.controller.request_batch import RequestBatch
@@ -47,6 +51,27 @@ OFFLINE = PartitionStateName.OFFLINE
 
 def _bool(value: Any) -> bool:
     return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+
+def _all_failed(
+    partitions: Iterable[TopicPartition], code: ErrorCode
+) -> dict[TopicPartition, ElectionResult]:
+    return {tp: ElectionResult(code) for tp in partitions}
+
+
+def _failed(event: ev.ControllerEvent, code: ErrorCode) -> Any:
+    """The answer an event that waits for one gets when it could not be processed."""
+    if isinstance(event, ev.ControlledShutdown):
+        return ControlledShutdownResult(code)
+    if isinstance(event, ev.ReplicaLeaderElection):
+        return _all_failed(event.partitions, code)
+    return None
+
+
+def _answer(event: ev.ControllerEvent, result: Any) -> None:
+    reply = getattr(event, "reply", None)
+    if reply is not None and not reply.done():
+        reply.set_result(result)
 
 
 class Controller:
@@ -124,6 +149,23 @@ class Controller:
         except RuntimeError:
             return ControlledShutdownResult(ErrorCode.unknown_server_error)
 
+    async def elect_leaders(
+        self, partitions: set[TopicPartition], election_type: int
+    ) -> dict[TopicPartition, ElectionResult]:
+        """What the broker's ElectLeaders handler calls: per partition an error or the
+        elected leader (Kafka's KafkaController.electLeaders). Every partition answers
+        NOT_CONTROLLER when this broker is not the active controller."""
+        if not self.is_active:
+            return _all_failed(partitions, ErrorCode.not_controller)
+        reply: asyncio.Future[dict[TopicPartition, ElectionResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.events.put(ev.ReplicaLeaderElection(frozenset(partitions), election_type, reply))
+        try:
+            return await reply
+        except RuntimeError:
+            return _all_failed(partitions, ErrorCode.unknown_server_error)
+
     # kazoo threads ------------------------------------------------------------------
 
     def _elected(self, epoch: ControllerEpoch) -> None:
@@ -157,21 +199,19 @@ class Controller:
                 await self._resign()
             return
         if not self.is_active:
-            if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
-                event.reply.set_result(ControlledShutdownResult(ErrorCode.not_controller))
+            _answer(event, _failed(event, ErrorCode.not_controller))
             return
         try:
             result = await asyncio.to_thread(self._handle, event)
         except ControllerMoved as exc:
             log.warning("controller %d: %s; resigning", self.broker_id, exc)
             await self._resign()
-            result = ControlledShutdownResult(ErrorCode.not_controller)
+            result = _failed(event, ErrorCode.not_controller)
         except ZooKeeperError as exc:
             log.error("controller %d: %s failed: %s", self.broker_id, type(event).__name__, exc)
-            result = ControlledShutdownResult(ErrorCode.unknown_server_error)
+            result = _failed(event, ErrorCode.unknown_server_error)
         await self._flush()
-        if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
-            event.reply.set_result(result)
+        _answer(event, result)
 
     async def _failover(self, epoch: ControllerEpoch) -> None:
         await self._resign()
@@ -245,6 +285,10 @@ class Controller:
             self.leadership.check_leader_imbalance()
         elif isinstance(event, ev.ControlledShutdown):
             return self.leadership.controlled_shutdown(event.broker_id, event.broker_epoch)
+        elif isinstance(event, ev.ReplicaLeaderElection):
+            result = self.leadership.elect_leaders(set(event.partitions), event.election_type)
+            self._forget_deleted_topics()
+            return result
         self._forget_deleted_topics()
         return None
 
@@ -354,8 +398,12 @@ class Controller:
         ]
         self.replicas.handle_state_changes(offline, ReplicaState.OFFLINE)
         self.deletion.resume()
-        # Every live broker learns who is gone, even if no partition changed.
-        self.batch.add_update_metadata(self.ctx.live_broker_ids)
+        # Every live broker learns who is gone, and which replicas are now offline, even
+        # where the ISR did not change (Kafka re-sends the state of every partition with a
+        # replica on the dead broker as its replica state machine takes it offline).
+        self.batch.add_update_metadata(
+            self.ctx.live_broker_ids, sorted({tp for tp, _broker in offline})
+        )
 
     def _on_broker_startup(self, started: set[int]) -> None:
         self.batch.add_update_metadata(self.ctx.live_broker_ids, self.ctx.all_partitions())

@@ -87,6 +87,16 @@ class ControlledShutdown(ControllerEvent):
     reply: asyncio.Future[Any] = field(compare=False)
 
 
+@dataclass(frozen=True)
+class ReplicaLeaderElection(ControllerEvent):
+    """An ElectLeaders request (Kafka's AdminClientTriggered ReplicaLeaderElection):
+    ``election_type`` 0 = preferred, 1 = unclean."""
+
+    partitions: frozenset[tuple[str, int]]
+    election_type: int
+    reply: asyncio.Future[Any] = field(compare=False)
+
+
 class ControllerEventManager:
     def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]]) -> None:
         self._process = process
@@ -131,5 +141,6 @@ class ControllerEventManager:
                 await self._process(event)
             except Exception:
                 log.exception("controller event %s failed", type(event).__name__)
-                if isinstance(event, ControlledShutdown) and not event.reply.done():
-                    event.reply.set_exception(RuntimeError("controlled shutdown failed"))
+                reply = getattr(event, "reply", None)
+                if reply is not None and not reply.done():
+                    reply.set_exception(RuntimeError(f"{type(event).__name__} failed"))

@@ -42,6 +42,19 @@ class ControlledShutdownResult:
     remaining: tuple[TopicPartition, ...] = ()
 
 
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types (Kafka's ElectionType)
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's answer to an ElectLeaders request: an error code and message, or
+    the leader it elected."""
+
+    error_code: ErrorCode
+    message: str | None = None
+    leader: int | None = None
+
+
 class LeadershipMoves:
     def __init__(
         self,
@@ -104,6 +117,54 @@ class LeadershipMoves:
             and self._leader(tp) != self.ctx.assignment[tp][0]
         ]
         self.partitions.handle_state_changes(eligible, ONLINE, Strategy.PREFERRED)
+
+    def elect_leaders(
+        self, requested: set[TopicPartition], election_type: int
+    ) -> dict[TopicPartition, ElectionResult]:
+        """Kafka's processReplicaLeaderElection for an AdminClient request: unknown
+        partitions UNKNOWN_TOPIC_OR_PARTITION, topics being deleted INVALID_TOPIC_EXCEPTION,
+        partitions that need no election (preferred: the preferred replica leads; unclean:
+        a live leader) ELECTION_NOT_NEEDED; the rest are elected (preferred: the first
+        replica if live and in the ISR; unclean: the offline strategy allowing an
+        out-of-sync replica) and where that fails PREFERRED_LEADER_NOT_AVAILABLE or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+        results: dict[TopicPartition, ElectionResult] = {}
+        electable: list[TopicPartition] = []
+        for tp in sorted(requested):
+            if tp not in self.ctx.assignment:
+                results[tp] = ElectionResult(
+                    ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+                )
+            elif tp[0] in self.ctx.topics_to_delete:
+                results[tp] = ElectionResult(
+                    ErrorCode.invalid_topic_exception, "The topic is being deleted"
+                )
+            else:
+                leader = self._leader(tp)
+                if election_type == PREFERRED:
+                    needed = leader != self.ctx.assignment[tp][0]
+                else:
+                    needed = leader is None or leader < 0 or not self.ctx.is_live(leader)
+                if needed:
+                    electable.append(tp)
+                else:
+                    results[tp] = ElectionResult(ErrorCode.election_not_needed)
+        if election_type == PREFERRED:
+            strategy, failure = Strategy.PREFERRED, ErrorCode.preferred_leader_not_available
+        else:
+            strategy, failure = Strategy.UNCLEAN, ErrorCode.eligible_leaders_not_available
+        elected = self.partitions.handle_state_changes(electable, ONLINE, strategy)
+        for tp in electable:
+            state = elected.get(tp)
+            if state is None:
+                results[tp] = ElectionResult(
+                    failure,
+                    f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
+                    f"{strategy.value}",
+                )
+            else:
+                results[tp] = ElectionResult(ErrorCode.none, leader=state.leader)
+        return results
 
     def check_leader_imbalance(self) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance: a broker whose share of partitions

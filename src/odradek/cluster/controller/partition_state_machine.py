@@ -65,6 +65,8 @@ class Strategy(Enum):
     OFFLINE = "OfflinePartitionLeaderElectionStrategy"
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
+    # ElectLeaders with election type UNCLEAN: the offline strategy with allowUnclean.
+    UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
 
 
 class PartitionStateMachine:
@@ -198,7 +200,7 @@ class PartitionStateMachine:
         replicas = self.ctx.assignment.get(tp, ())
         live = self.ctx.live_broker_ids
         recovery = current.leader_recovery_state
-        if strategy is Strategy.OFFLINE:
+        if strategy in (Strategy.OFFLINE, Strategy.UNCLEAN):
             if (
                 current.leader != NO_LEADER
                 and current.leader in live
@@ -208,7 +210,7 @@ class PartitionStateMachine:
             leader, isr, unclean = election.offline_partition_leader(
                 replicas, current.isr, live, False
             )
-            if leader is None and self.unclean_enabled(tp[0]):
+            if leader is None and (strategy is Strategy.UNCLEAN or self.unclean_enabled(tp[0])):
                 leader, isr, unclean = election.offline_partition_leader(
                     replicas, current.isr, live, True
                 )
