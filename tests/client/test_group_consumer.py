@@ -315,3 +315,27 @@ async def test_max_poll_interval_expiry_hands_partitions_over(
             [slow, busy],
             lambda: ("lost", owned) in slow_events.events and len(slow.assignment()) == 1,
         )
+
+
+async def test_close_after_an_abandoned_join_does_not_wait_for_the_rebalance(
+    shared_broker: BrokerProcess,
+) -> None:
+    """A poll cancelled while the coordinator holds its JoinGroup (the other member is not
+    polling) leaves that request pending on the connection; close()'s LeaveGroup must not
+    queue behind it for the whole rebalance timeout."""
+    bootstrap = shared_broker.bootstrap
+    topic, group = await setup_topic(bootstrap, 2), unique("g")
+    async with GroupConsumer(bootstrap, group_id=group, **FAST) as idle:
+        idle.subscribe([topic])
+        await poll_until([idle], lambda: len(idle.assignment()) == 2)
+        joiner = GroupConsumer(bootstrap, group_id=group, **FAST)
+        await joiner.start()
+        joiner.subscribe([topic])
+        polling = asyncio.create_task(joiner.poll(30000))
+        await asyncio.sleep(1.5)  # its JoinGroup now waits for `idle`, which does not poll
+        assert not polling.done()
+        polling.cancel()
+        await asyncio.gather(polling, return_exceptions=True)
+        started = time.monotonic()
+        await asyncio.wait_for(joiner.close(), 20)
+        assert time.monotonic() - started < 10

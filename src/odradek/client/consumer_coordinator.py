@@ -179,6 +179,13 @@ class ConsumerCoordinator:
                 connection = await self._coordinator_connection()
                 version = min(connection.version_for(api_key), _MAX_VERSIONS[api_key])
                 response = await connection.send(build(version), timeout_ms=timeout_ms)
+            except asyncio.CancelledError:
+                if api_key in (JOIN_GROUP, SYNC_GROUP):
+                    # The broker holds a JoinGroup until the rebalance completes and answers
+                    # a connection's requests in order: whatever we send next (LeaveGroup on
+                    # close) would wait behind it. A fresh connection does not.
+                    await self._coordinator_dead("a join was abandoned")
+                raise
             except ClientError as exc:
                 await self._coordinator_dead(exc)
                 last = exc
