@@ -84,6 +84,7 @@ class Member:
         self.view = view
         self.name = name
         self.task: asyncio.Task[None] | None = None
+        self.stopping = False
         self.subscribed_at = 0.0
 
     async def start(self) -> None:
@@ -93,14 +94,15 @@ class Member:
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             await self.consumer.poll(50)
 
     async def leave(self) -> float:
-        """Stop polling and close; returns when close() was called."""
+        """Stop polling (after the current poll, as an application would) and close;
+        returns when close() was called."""
         assert self.task is not None
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        self.stopping = True
+        await self.task
         self.tracker.leaving = True
         self.view.owned.pop(self.name, None)
         called = time.monotonic()
@@ -181,6 +183,8 @@ def main() -> int:
                         args.trials,
                     )
                 )
+                print(f"   {assignor:18} odradek     leave -> stable: {summary(ours[0])}")
+                print(f"   {'':18}             join  -> stable: {summary(ours[1])}", flush=True)
                 theirs = rebalance_trials(
                     broker.bootstrap,
                     assignor,
@@ -189,14 +193,14 @@ def main() -> int:
                     args.partitions,
                     args.trials,
                 )
+                print(f"   {'':18} librdkafka  leave -> stable: {summary(theirs[0])}")
+                print(f"   {'':18}             join  -> stable: {summary(theirs[1])}")
                 for what, mine, base in (
                     ("leave", ours[0], theirs[0]),
-                    ("join ", ours[1], theirs[1]),
+                    ("join", ours[1], theirs[1]),
                 ):
                     ratio = statistics.median(mine) / statistics.median(base)
-                    print(f"   {assignor:18} {what} -> stable  odradek:    {summary(mine)}")
-                    print(f"   {'':18} {'':5}             librdkafka: {summary(base)}")
-                    print(f"   {'':18} {'':5}             odradek / librdkafka = {ratio:.2f}")
+                    print(f"   {'':18} {what:5} odradek / librdkafka (medians) = {ratio:.2f}")
         finally:
             broker.stop()
     return 0
