@@ -102,7 +102,7 @@ class Member:
         returns when close() was called."""
         assert self.task is not None
         self.stopping = True
-        await self.task
+        await asyncio.wait_for(self.task, WAIT_S)
         self.tracker.leaving = True
         self.view.owned.pop(self.name, None)
         called = time.monotonic()
@@ -149,7 +149,10 @@ async def odradek_trials(
             joins.append(view.settled_at - newcomer.subscribed_at)
     finally:
         for member in running.values():
-            await member.leave()
+            try:
+                await member.leave()
+            except TimeoutError:
+                await member.consumer.close()
     return leaves, joins
 
 
@@ -173,16 +176,20 @@ def main() -> int:
                 f"heartbeat {args.heartbeat} ms; one member leaves (close) / a new one joins"
             )
             for assignor in args.assignors.split(","):
-                ours = asyncio.run(
-                    odradek_trials(
-                        broker.bootstrap,
-                        assignor,
-                        args.heartbeat,
-                        args.members,
-                        args.partitions,
-                        args.trials,
+                try:
+                    ours = asyncio.run(
+                        odradek_trials(
+                            broker.bootstrap,
+                            assignor,
+                            args.heartbeat,
+                            args.members,
+                            args.partitions,
+                            args.trials,
+                        )
                     )
-                )
+                except TimeoutError:
+                    print(f"   {assignor:18} odradek: the group did not settle in {WAIT_S:.0f} s")
+                    continue
                 print(f"   {assignor:18} odradek     leave -> stable: {summary(ours[0])}")
                 print(f"   {'':18}             join  -> stable: {summary(ours[1])}", flush=True)
                 theirs = rebalance_trials(
