@@ -7,11 +7,12 @@ in Kafka). An offset past the end resets to the end; one before the log start re
 the start. It stops after ``--max-messages N`` records, after ``--timeout-ms T`` without a
 new record, or on Ctrl-C, and then prints ``Processed a total of N messages`` on stderr.
 
-With ``--group G`` it joins consumer group G as a real member (JoinGroup/SyncGroup with
-the ``range`` assignor, heartbeats; :mod:`odradek.client.group_member`), reads the
-partitions the group assigns it from the group's committed offsets (``--from-beginning``
-or ``--offset`` only say where to start without one, like ``auto.offset.reset``), commits
-what it printed every 5 seconds and when it stops, and leaves the group.
+With ``--group G`` it joins consumer group G as a real member (odradek's
+:class:`~odradek.client.group_consumer.GroupConsumer` with Kafka's default assignors,
+``range`` then ``cooperative-sticky``), reads the partitions the group assigns it from the
+group's committed offsets (``--from-beginning`` or ``--offset`` only say where to start
+without one, as ``auto.offset.reset``), auto-commits what it printed every 5 seconds and
+when it stops, and leaves the group.
 
 The line format is Kafka's DefaultMessageFormatter (see :mod:`odradek.cli.output`): the
 value alone by default; ``--print-key``, ``--print-timestamp``, ``--print-headers``,
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-from odradek.cli.consume_group import Membership, seek_to_start
+from odradek.cli.consume_group import LEAVE_TIMEOUT_S, seek_to_start
 from odradek.cli.errors import CliError
 from odradek.cli.output import (
     NoOpFormatter,
@@ -46,7 +47,6 @@ from odradek.cli.output import (
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
-    from odradek.client.group_member import GroupMember
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 CLIENT_ID = "odradek-console-consumer"
@@ -121,16 +121,29 @@ async def consume_records(
 ) -> int:
     """Print records of ``topic`` to ``out`` until a stop condition; return how many."""
     from odradek.client.fetcher import Consumer
-    from odradek.client.group_member import GroupMember
+    from odradek.client.group_consumer import GroupConsumer
 
-    consumer = Consumer(
-        bootstrap_server,
-        client_id=CLIENT_ID,
-        fetch_max_wait_ms=POLL_SLICE_MS,
-        isolation_level=isolation_level,
-        # Where an out-of-range position goes; kafka-console-consumer does the same.
-        auto_offset_reset="earliest" if start == "earliest" else "latest",
-    )
+    # Where an out-of-range position goes; kafka-console-consumer does the same. For a
+    # group member it is also where a partition without a committed offset starts.
+    reset = "earliest" if start == "earliest" else "latest"
+    consumer: Consumer
+    if group is None:
+        consumer = Consumer(
+            bootstrap_server,
+            client_id=CLIENT_ID,
+            fetch_max_wait_ms=POLL_SLICE_MS,
+            isolation_level=isolation_level,
+            auto_offset_reset=reset,
+        )
+    else:
+        consumer = GroupConsumer(
+            bootstrap_server,
+            group_id=group,
+            client_id=CLIENT_ID,
+            fetch_max_wait_ms=POLL_SLICE_MS,
+            isolation_level=isolation_level,
+            auto_offset_reset=reset,
+        )
     count = 0
     consuming = False
     # SIGTERM ends it as --max-messages does (Kafka's console consumer closes its consumer
@@ -146,8 +159,6 @@ async def consume_records(
 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    membership: Membership | None = None
-    member: GroupMember | None = None
     try:
         await consumer.start()
         partitions = await _partitions(consumer, topic, partition)
@@ -156,15 +167,11 @@ async def consume_records(
             consumer.assign(assigned)
             await seek_to_start(consumer, assigned, start)
         else:
-            member = GroupMember(bootstrap_server, group, [topic], client_id=CLIENT_ID)
-            await member.start()
-            membership = Membership(member, consumer, start)
-            await membership.join()
+            assert isinstance(consumer, GroupConsumer)
+            consumer.subscribe([topic])
         consuming = True
         last_progress = time.monotonic()
         while max_messages is None or count < max_messages:
-            if membership is not None:
-                await membership.tick()
             wait_ms = POLL_SLICE_MS
             if timeout_ms is not None:
                 left_ms = timeout_ms - (time.monotonic() - last_progress) * 1000
@@ -172,12 +179,8 @@ async def consume_records(
                     break
                 wait_ms = max(1, min(wait_ms, int(left_ms)))
             wanted = None if max_messages is None else max_messages - count
-            if not consumer.assignment():
-                # A member with no partitions (more members than partitions) just waits.
-                await asyncio.sleep(wait_ms / 1000)
-                records = []
-            else:
-                records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
+            # A group member polls even without partitions: poll() takes part in rebalances.
+            records = await consumer.poll(timeout_ms=wait_ms, max_records=wanted)
             if not records:
                 if reader_gone(out):
                     break  # `consume ... | head`: nobody reads any more, so stop waiting
@@ -204,14 +207,11 @@ async def consume_records(
             raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
-        if membership is not None:
-            try:
-                await asyncio.wait_for(membership.close(), Membership.LEAVE_TIMEOUT_S)
-            except TimeoutError:
-                pass  # the coordinator expires the member after its session timeout
-        if member is not None:
-            await member.close()
-        await consumer.close()
+        try:
+            # A group member commits what was printed and leaves the group here.
+            await asyncio.wait_for(consumer.close(), LEAVE_TIMEOUT_S)
+        except TimeoutError:
+            pass  # the coordinator expires the member after its session timeout
         if consuming:
             # Ctrl-C, --max-messages and --timeout-ms all end here, as in Kafka's console
             # consumer; a failure before the first poll gets only its error line.

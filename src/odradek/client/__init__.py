@@ -8,6 +8,9 @@ Modules (import from them directly; this package re-exports the main names):
 * :mod:`~odradek.client.fetcher` — :class:`Consumer` (assign, poll, fetch_raw, read_committed)
 * :mod:`~odradek.client.admin` — :class:`Admin` (topics, configs, offsets, records)
 * :mod:`~odradek.client.group_admin` — :class:`GroupAdmin` (consumer groups and their offsets)
+* :mod:`~odradek.client.group_consumer` — :class:`GroupConsumer` (subscribe, rebalances,
+  commits; the wire side is :mod:`~odradek.client.consumer_coordinator`) and
+  :class:`~odradek.client.group_consumer_sync.SyncGroupConsumer`
 * :mod:`~odradek.client.sync` — :class:`SyncProducer`, :class:`SyncConsumer`, :class:`SyncAdmin`
   (and :class:`~odradek.client.group_admin.SyncGroupAdmin`)
 * :mod:`~odradek.client.partitioner` — murmur2 and partition choice, as the Java client
@@ -17,10 +20,17 @@ Modules (import from them directly; this package re-exports the main names):
 """
 
 from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
+from odradek.client.consumer_coordinator import CommitFailedError
 from odradek.client.core import KafkaClient
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
 from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
-from odradek.client.group_admin import GroupAdmin, ResetSpec, SyncGroupAdmin
+from odradek.client.group_admin import GroupAdmin, OffsetAndMetadata, ResetSpec, SyncGroupAdmin
+from odradek.client.group_consumer import (
+    GroupConsumer,
+    NoOffsetForPartitionError,
+    RebalanceListener,
+)
+from odradek.client.group_consumer_sync import SyncGroupConsumer
 from odradek.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from odradek.client.producer import Producer, RecordMetadata
 from odradek.client.sync import SyncAdmin, SyncConsumer, SyncProducer
@@ -30,23 +40,29 @@ __all__ = [
     "BrokerInfo",
     "ClientError",
     "ClusterMetadata",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigResource",
     "Consumer",
     "ConsumerRecord",
     "FetchedPartition",
     "GroupAdmin",
+    "GroupConsumer",
     "KafkaClient",
     "KafkaError",
     "KafkaTimeoutError",
     "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "PartitionInfo",
     "Producer",
+    "RebalanceListener",
     "RecordMetadata",
     "ResetSpec",
     "SyncAdmin",
     "SyncConsumer",
     "SyncGroupAdmin",
+    "SyncGroupConsumer",
     "SyncProducer",
     "TopicInfo",
 ]
