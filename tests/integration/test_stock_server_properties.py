@@ -69,18 +69,14 @@ def _warnings(log: str) -> list[str]:
     [
         (
             "kafka-server.properties",
-            ["num.network.threads", "num.recovery.threads.per.data.dir",
-             "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-             "transaction.state.log.min.isr",
-             "transaction.state.log.replication.factor"],
+            ["num.recovery.threads.per.data.dir", "socket.receive.buffer.bytes",
+             "socket.send.buffer.bytes"],
         ),
         (
             "kafka-kraft-server.properties",
             ["controller.listener.names", "controller.quorum.voters",
-             "inter.broker.listener.name", "listener.security.protocol.map",
-             "num.network.threads", "num.recovery.threads.per.data.dir", "process.roles",
-             "socket.receive.buffer.bytes", "socket.send.buffer.bytes",
-             "transaction.state.log.min.isr", "transaction.state.log.replication.factor"],
+             "num.recovery.threads.per.data.dir", "process.roles",
+             "socket.receive.buffer.bytes", "socket.send.buffer.bytes"],
         ),
     ],
 )  # fmt: skip

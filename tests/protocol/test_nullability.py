@@ -14,6 +14,7 @@ import pytest
 
 from odradek.protocol.codec import decode_request, encode_request
 from odradek.protocol.errors import DecodeError, ErrorCode
+from odradek.protocol.interbroker import CONTROLLED_SHUTDOWN
 from odradek.protocol.versions import (
     ALTER_CONFIGS,
     CREATE_PARTITIONS,
@@ -97,14 +98,14 @@ def test_null_is_refused_where_the_schema_forbids_it(api_key: int, version: int)
 def test_every_api_has_fields_to_check() -> None:
     """The walk above is not vacuous: each API has, in some version, fields that must not
     be null (some versions have empty bodies: ApiVersions v0-2, ListGroups v0-3). Only
-    InitProducerId (a nullable transactional id and integers) and DescribeCluster (a
-    boolean) have none."""
+    InitProducerId (a nullable transactional id and integers), DescribeCluster (a
+    boolean) and ControlledShutdown (integers) have none."""
     checked = {
         api_key
         for api_key, version in PAIRS
         if any(not s.nullable for _p, s in _nullable_sites(request_specimen(api_key, version)))
     }
-    assert set(SUPPORTED) - checked == {INIT_PRODUCER_ID, DESCRIBE_CLUSTER}
+    assert set(SUPPORTED) - checked == {INIT_PRODUCER_ID, DESCRIBE_CLUSTER, CONTROLLED_SHUTDOWN}
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_REQUESTED = -(2**31)  # authorized operations not asked for (KIP-430)
+FIRST_UPDATE_WAIT_S = 10.0  # how long a just-joined broker's Metadata waits for the cache
 
 
 @dataclass
@@ -78,6 +79,7 @@ class ClusterTopicHandlers:
     # --- Metadata -----------------------------------------------------------------------
 
     async def handle_metadata(self, ctx: RequestContext, request: Any) -> Any:
+        await self._first_update_metadata()
         requested = getattr(request, "topics", None)
         version = ctx.header.api_version
         if requested is None or (version == 0 and not requested):
@@ -174,7 +176,17 @@ class ClusterTopicHandlers:
             return {"name": name, "error_code": error_code(exc.error_name), "partitions": []}
         return {"name": name, "error_code": ErrorCode.leader_not_available, "partitions": []}
 
+    async def _first_update_metadata(self) -> None:
+        """A broker that has just joined knows no brokers and no controller until the
+        controller's first UpdateMetadata (milliseconds later). Kafka opens its ports
+        only after start-up; odradek binds them earlier (a registration names the bound
+        port), so its first Metadata answers wait for that update instead of telling a
+        client there are no brokers (librdkafka would not ask again for minutes)."""
+        if self.cache.generation == 0:
+            await self.cache.wait_until(lambda: self.cache.generation > 0, FIRST_UPDATE_WAIT_S)
+
     async def handle_describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
+        await self._first_update_metadata()
         return respond(
             ctx,
             {
