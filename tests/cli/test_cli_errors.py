@@ -219,7 +219,9 @@ def test_server_refuses_a_misspelt_key_with_a_suggestion() -> None:
     )
 
 
-def test_server_refuses_zookeeper_connect_on_the_command_line() -> None:
-    odradek("server", "--override", "zookeeper.connect=localhost:2181").check_error(
-        "zookeeper.connect", "not supported yet"
+def test_server_refuses_a_malformed_zookeeper_connect() -> None:
+    # A reachable-looking but malformed address is a config error, before any connecting
+    # (an unreachable one is tests/integration/cluster/test_join.py's).
+    odradek("server", "--override", "zookeeper.connect=localhost:notaport").check_error(
+        "zookeeper.connect"
     )
