@@ -102,7 +102,11 @@ class ZooKeeperServer:
             start_new_session=True,
         )
         log_file.close()
-        self.wait_ready(STARTUP_TIMEOUT_S)
+        try:
+            self.wait_ready(STARTUP_TIMEOUT_S)
+        except BaseException:
+            self.kill()  # never leave a half-started server behind
+            raise
         return self
 
     def wait_ready(self, timeout: float) -> None:
