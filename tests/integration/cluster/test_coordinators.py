@@ -390,9 +390,6 @@ def test_coordinator_moves_when_its_broker_shuts_down(cluster: Cluster) -> None:
         c.close()
 
 
-@pytest.mark.xfail(
-    strict=False, reason="needs replication: the new coordinator's offsets log is empty"
-)
 def test_offsets_survive_the_coordinators_death(cluster: Cluster) -> None:
     group, topic = f"g-{uuid.uuid4().hex[:8]}", "surviving"
     old = coordinator_of(cluster, group, via=1)
