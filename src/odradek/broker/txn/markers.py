@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.records.control import ControlType, build_end_txn_marker
 from odradek.storage.producer_state import ORIGIN_COORDINATOR
@@ -56,13 +58,18 @@ def append_marker(
 ) -> int:
     """Append one marker to a local partition; its Kafka error code."""
     hosted = replica_manager.partition(topic, partition)
-    batch = build_end_txn_marker(
-        ControlType.COMMIT if commit else ControlType.ABORT,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        coordinator_epoch=coordinator_epoch,
-        partition_leader_epoch=hosted.leader_epoch if hosted is not None else -1,
-    )
+    try:
+        batch = build_end_txn_marker(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            partition_leader_epoch=hosted.leader_epoch if hosted is not None else -1,
+        )
+    except ValueError:
+        # WriteTxnMarkers from the wire naming no producer (id < 0) or an epoch out of
+        # range: nothing to mark (found by bench/fuzz_broker.py).
+        return int(ErrorCode.invalid_request)
     result = replica_manager.append(
         topic, partition, batch, required_acks=-1, origin=ORIGIN_COORDINATOR
     )
