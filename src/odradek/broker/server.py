@@ -71,6 +71,11 @@ from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
+# Controlled shutdown plus the controller's resignation, at most (Kafka's own bound is
+# controlled.shutdown.max.retries attempts; a broker cut off from ZooKeeper would wait
+# out every one of them).
+LEAVE_CLUSTER_TIMEOUT_S = 20.0
+
 # How often an offline log directory is probed with a test write (log_dir_failure.py).
 LOG_DIR_PROBE_INTERVAL_MS = 1000
 
@@ -320,8 +325,17 @@ class KafkaServer:
         log.info("shutting down")
         if self.cluster is not None:
             try:
-                await cluster_mode.leave_cluster(
-                    self.cluster, self.config, self.cluster_parts, self.controller
+                # Bounded: a broker cut off from ZooKeeper or its controller must still
+                # stop; the end of its session moves leadership all the same.
+                await asyncio.wait_for(
+                    cluster_mode.leave_cluster(
+                        self.cluster, self.config, self.cluster_parts, self.controller
+                    ),
+                    LEAVE_CLUSTER_TIMEOUT_S,
+                )
+            except TimeoutError:
+                log.warning(
+                    "leaving the cluster took over %.0f s; stopping anyway", LEAVE_CLUSTER_TIMEOUT_S
                 )
             except Exception:  # the session's end moves leadership all the same
                 log.exception("leaving the cluster failed")
