@@ -8,7 +8,6 @@ depth)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import time
@@ -226,23 +225,11 @@ def test_controlled_shutdown_moves_leadership_without_failed_deliveries(
     assert {p for p in delivered} >= set(led)  # its former partitions took writes
     # Only retriable, transport-level trouble reached the client (the broker went away).
     assert not any(e.fatal() for e in errors), errors
-    # Back, it is preferred for the partitions it led (first in their assignment), but
-    # Kafka elects a preferred replica only from the ISR, and without replication no
-    # leader adds it back. The test does what a leader's ISR expansion does in ZooKeeper
-    # mode (the state znode by compare-and-set, then an ISR change notification); then
-    # the automatic preferred election gives leadership back.
+    # Back, it catches up from the leaders and rejoins the ISR (replication); the
+    # automatic preferred election then gives it back the partitions it led (Kafka elects
+    # a preferred replica only from the ISR).
     stopping.start()
     wait_for(lambda: sorted(cluster.zk.get_broker_ids()) == [1, 2, 3], 30, "re-registration")
-    for partition in before:
-        found = cluster.zk.get_partition_state("steady", partition)
-        assert found is not None
-        state, version = found
-        assert leaving not in state.isr  # it left the ISR on shutting down
-        isr = tuple(sorted({*state.isr, leaving}))
-        cluster.zk.update_partition_state(
-            "steady", partition, dataclasses.replace(state, isr=isr), version
-        )
-    cluster.zk.create_isr_change_notification({("steady", p) for p in before})
     wait_for(
         lambda: cluster.leaders("steady", via=survivor) == before,
         30,
