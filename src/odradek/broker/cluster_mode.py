@@ -42,6 +42,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
@@ -271,6 +272,21 @@ def install(
         membership.broker_id, replica_manager, address_of, FetcherSettings.from_config(config.get)
     )
     interbroker.fetchers = fetchers
+    # Replication throttles: rates from dynamic broker configs, replicas from topic configs.
+    quotas = ReplicationQuotas(
+        membership.broker_id,
+        config.get("replication.quota.window.num"),
+        config.get("replication.quota.window.size.seconds"),
+    )
+    replica_manager.leader_quota = quotas.leader
+    fetchers.quota = quotas.follower
+
+    def in_sync(topic: str, index: int) -> bool:
+        info = cache.partition(topic, index)
+        return info is not None and membership.broker_id in info.isr
+
+    fetchers.in_sync = in_sync
+    configs.on_broker_configs.append(quotas.apply_broker_configs)
     replica_manager.isr_writer = IsrWriter(membership.zk, states, replica_manager).request
     topics = ClusterTopicHandlers(
         membership.broker_id,

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from odradek.client.admin import Admin
+from odradek.client.admin import Admin, NewTopic
 from odradek.client.errors import KafkaError
 from tests.helpers.cluster import BrokerCluster, wait_for
 
@@ -190,34 +190,45 @@ def test_reassignment_that_moves_the_leader(cluster_factory: Any) -> None:
     assert len(read_all(cluster.bootstrap(spare), "lead", 0, 1000)) == 1000
 
 
+def create_on(cluster: BrokerCluster, topic: str, broker: int) -> None:
+    """A one-partition topic whose only replica is on ``broker``."""
+    admin_call(cluster, "create_topics", [NewTopic(topic, replica_assignment={0: [broker]})])
+    wait_for(lambda: cluster.leaders(topic, broker) == {0: broker}, 30, f"{topic} led by {broker}")
+
+
 def test_cancel_reverts_to_the_original_replicas(cluster_factory: Any) -> None:
     cluster = cluster_factory(3)
-    cluster.create_topic("cancelled", 1, replication_factor=1)
-    (source,) = assignment(cluster, "cancelled", 0)
-    target = next(b for b in (1, 2, 3) if b != source)
+    controller = cluster.controller_id()
+    source, target = [b for b in (1, 2, 3) if b != controller]
+    create_on(cluster, "cancelled", source)
     produce(cluster.bootstrap(), "cancelled", 200)
-    # Stop the target so the move waits (its replica cannot catch up while it is down).
+    # A broker that is not registered cannot be added.
     cluster.brokers[target].stop()
     wait_for(lambda: target not in cluster.zk.get_broker_ids(), 30, "target gone")
     bad = reassign(cluster, {("cancelled", 0): [target]})
     assert bad[("cancelled", 0)].code == ErrorCode.invalid_replica_assignment
+    assert "not alive" in str(bad[("cancelled", 0)])
     cluster.brokers[target].start()
     wait_for(lambda: target in cluster.zk.get_broker_ids(), 30, "target back")
-    cluster.brokers[source].proc.send_signal(signal.SIGSTOP)  # the leader cannot serve it
+    # Paused (still registered), the target cannot catch up: the move waits.
+    cluster.brokers[target].proc.send_signal(signal.SIGSTOP)
     try:
         assert reassign(cluster, {("cancelled", 0): [target]}) == {("cancelled", 0): None}
-        listed = wait_for(in_progress, 30, "the reassignment listed")
+        listed = in_progress(cluster)
+        assert listed[("cancelled", 0)].replicas == (target, source)
         assert listed[("cancelled", 0)].adding_replicas == (target,)
         assert listed[("cancelled", 0)].removing_replicas == (source,)
         assert reassign(cluster, {("cancelled", 0): None}) == {("cancelled", 0): None}
     finally:
-        cluster.brokers[source].proc.send_signal(signal.SIGCONT)
+        cluster.brokers[target].proc.send_signal(signal.SIGCONT)
     assert assignment(cluster, "cancelled", 0) == (source,)
+    assert dict(cluster.zk.get_topic_assignment("cancelled")[0].adding_replicas) == {}
     assert in_progress(cluster) == {}
     again = reassign(cluster, {("cancelled", 0): None})
     assert again[("cancelled", 0)].code == ErrorCode.no_reassignment_in_progress
     new_dir = cluster.brokers[target].data_dir / "cancelled-0"
     wait_for(lambda: not new_dir.exists(), 30, "the added replica deleted")
+    assert isr(cluster, "cancelled", 0) == (source, {source})
     assert len(read_all(cluster.bootstrap(source), "cancelled", 0, 200)) == 200
 
 
@@ -225,20 +236,17 @@ def test_new_controller_finishes_a_reassignment_waiting_for_the_isr(
     cluster_factory: Any,
 ) -> None:
     cluster = cluster_factory(4)
-    cluster.create_topic("failover", 1, replication_factor=1)
-    (source,) = assignment(cluster, "failover", 0)
     controller = cluster.controller_id()
-    target = next(b for b in (1, 2, 3, 4) if b not in (source, controller))
+    source, target, _other = [b for b in (1, 2, 3, 4) if b != controller]
+    create_on(cluster, "failover", source)
     produce(cluster.bootstrap(), "failover", 500)
     # The target is paused: its replica cannot join the ISR until it resumes.
     cluster.brokers[target].proc.send_signal(signal.SIGSTOP)
     try:
         assert reassign(cluster, {("failover", 0): [target]}) == {("failover", 0): None}
-        assert cluster.zk.get_topic_assignment("failover")[0].adding_replicas == {0: (target,)}
-        if controller != source:
-            os.kill(cluster.brokers[controller].proc.pid, signal.SIGKILL)
-        else:
-            pytest.skip("controller leads the partition: covered by the other placements")
+        found = cluster.zk.get_topic_assignment("failover")[0]
+        assert dict(found.adding_replicas) == {0: (target,)}
+        os.kill(cluster.brokers[controller].proc.pid, signal.SIGKILL)
     finally:
         cluster.brokers[target].proc.send_signal(signal.SIGCONT)
     wait_for(

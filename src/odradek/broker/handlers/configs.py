@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.config import KEYS, ConfigError
 from odradek.broker.handlers.common import Ticker, error_code, respond_many
+from odradek.broker.replication_quota import DYNAMIC_THROTTLE_KEYS, check_rate
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -191,6 +192,11 @@ def _apply(
 def check_dynamic_broker_keys(configs: dict[str, str]) -> None:
     """Only the broker's topic defaults (``log.*``) change at runtime."""
     for key in configs:
+        if key in DYNAMIC_THROTTLE_KEYS:  # Kafka's DynamicConfig.Broker rates
+            problem = check_rate(key, configs[key])
+            if problem:
+                raise MetadataError("INVALID_CONFIG", problem)
+            continue
         spec = KEYS.get(key)
         if spec is None:
             raise MetadataError("INVALID_CONFIG", f"unknown broker config {key!r}")
