@@ -200,3 +200,15 @@ async def test_new_controller_finishes_a_reassignment(zk_connect: str) -> None:
         got = await wait_for(lambda: lair_for(b2, ("t", 0), leader=2), "2 leads")
         assert tuple(got[1].replicas) == (2, 3)
         assert partition_states(got[0])[("t", 0)].leader == 2
+
+
+@run
+async def test_a_malformed_legacy_znode_is_deleted(zk_connect: str) -> None:
+    async with cluster(zk_connect) as c:
+        await c.broker(1)
+        await c.controller(1)
+        await c.create_topic("t", {0: (1,)})
+        await wait_for(lambda: c.state("t", 0) is not None, "partition state")
+        await asyncio.to_thread(c.admin._zk.create, paths.REASSIGN_PARTITIONS, b"{not json")
+        await wait_for(lambda: c.admin._get(paths.REASSIGN_PARTITIONS) is None, "znode deleted")
+        assert c.admin.get_topic_assignment("t")[0].partitions[0] == (1,)

@@ -295,8 +295,7 @@ class Reassignments:
         state = self._bump_leader_epoch(tp)
         if state is None:
             return
-        origin = [r for r in assignment.origin if r in assignment.replicas]
-        self.batch.add_leader_and_isr(origin, tp, state)
+        self.batch.add_leader_and_isr(assignment.origin, tp, state)
         self.batch.add_leader_and_isr(assignment.adding, tp, state, is_new=True)
 
     def _bump_leader_epoch(self, tp: TopicPartition) -> LeaderIsr | None:
