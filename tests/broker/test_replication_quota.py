@@ -73,3 +73,18 @@ def test_broker_configs_set_and_clear_both_rates() -> None:
     assert (quotas.leader.limit, quotas.follower.limit) == (100, 200)
     quotas.apply_broker_configs({})
     assert (quotas.leader.limit, quotas.follower.limit) == (None, None)
+
+
+def test_describe_configs_lists_a_set_throttle_rate() -> None:
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.handlers.configs import broker_config_entries
+
+    entries = broker_config_entries(BrokerConfig(), {LEADER_RATE: "500"}, {LEADER_RATE: 2}, None)
+    found = {e["name"]: e for e in entries["configs"]}
+    assert found[LEADER_RATE]["value"] == "500"
+    assert found[LEADER_RATE]["config_source"] == 2  # DYNAMIC_BROKER_CONFIG
+    assert FOLLOWER_RATE not in found
+    only = broker_config_entries(BrokerConfig(), {LEADER_RATE: "500"}, {LEADER_RATE: 2}, [
+        FOLLOWER_RATE
+    ])
+    assert only == {"configs": []}

@@ -136,6 +136,20 @@ def broker_config_entries(
                 "documentation": key.doc,
             }
         )
+    # Kafka's dynamic-only broker configs (no static value): listed when set.
+    for name in sorted(DYNAMIC_THROTTLE_KEYS):
+        if name in dynamic and wanted(name):
+            configs.append(
+                {
+                    "name": name,
+                    "value": dynamic[name],
+                    "read_only": False,
+                    "config_source": sources[name],
+                    "is_sensitive": False,
+                    "config_type": _TYPE_CODES["long"],
+                    "documentation": "Replication throttle, bytes/s (KIP-73).",
+                }
+            )
     return {"configs": configs}
 
 
