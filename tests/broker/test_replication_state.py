@@ -192,3 +192,33 @@ def test_tracker_counts_a_fetch_reaching_the_previous_leo_as_caught_up() -> None
     assert tracker.followers[2].last_caught_up_ms == 1000
     assert tracker.out_of_sync([1, 2], 1500) == set()
     assert tracker.out_of_sync([1, 2], 500) == {2}
+
+
+def test_leader_throttles_only_out_of_sync_listed_followers_over_the_quota(
+    rm: ReplicaManager, clock: Clock
+) -> None:
+    from odradek.broker.replication_quota import ReplicationQuota
+
+    quota = ReplicationQuota(1, "leader.replication.throttled.replicas", samples=2, clock=clock)
+    quota.set_rate(100)  # bytes/s: one read exceeds it
+    rm.leader_quota = quota
+    partition = rm.partition("t", 0)
+    assert partition is not None
+    config = LogConfig.from_properties({"leader.replication.throttled.replicas": "0:1"})
+    rm.update_config("t", config)
+    rm.apply_isr_change(partition, {1, 2})  # 3 is out of sync
+    produce(rm, 5, acks=1)
+    first = rm.read("t", 0, 0, 1 << 20, replica_id=3)
+    assert first.size > 0  # under the quota: served, and recorded
+    assert quota.is_quota_exceeded()
+    assert rm.read("t", 0, 0, 1 << 20, replica_id=3).size == 0  # over it: left out
+    assert rm.bytes_available("t", 0, 0, 0, limit=1, replica_id=3) == 0
+    assert rm.read("t", 0, 0, 1 << 20, replica_id=2).size > 0  # in sync: never throttled
+    assert rm.read("t", 0, 0, 1 << 20).error_code == NONE  # consumers are not throttled
+    clock.advance_ms(5000)  # the samples expire: served again
+    assert rm.read("t", 0, 0, 1 << 20, replica_id=3).size > 0
+    # A partition not listed for this broker is never throttled.
+    other = LogConfig.from_properties({"leader.replication.throttled.replicas": "0:2"})
+    rm.update_config("t", other)
+    quota.record(10_000)
+    assert rm.read("t", 0, 0, 1 << 20, replica_id=3).size > 0

@@ -33,10 +33,11 @@ def test_every_range_includes_a_non_flexible_version_for_aiokafka() -> None:
     # DescribeCluster (60) is flexible from v0 in Kafka itself, WriteTxnMarkers (27) is
     # broker-to-broker and kio starts it at the flexible v1; the SCRAM credential APIs
     # (50, 51, KIP-554), DescribeProducers (61), DescribeTransactions (65) and
-    # ListTransactions (66) are flexible from v0 (operators' tools only); aiokafka sends
-    # none of them.
+    # ListTransactions (66) are flexible from v0 (operators' tools only), so are
+    # AlterPartitionReassignments (45) and ListPartitionReassignments (46, KIP-455);
+    # aiokafka sends none of them.
     for api_key, (low, _high) in SUPPORTED.items():
-        if api_key not in (27, 50, 51, 60, 61, 65, 66):
+        if api_key not in (27, 45, 46, 50, 51, 60, 61, 65, 66):
             assert not is_flexible(api_key, low), api_name(api_key)
 
 

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,14 @@ from odradek.broker.handlers.cluster_configs import ClusterConfigHandlers
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
 from odradek.broker.handlers.elect_leaders import ElectLeadersHandler
 from odradek.broker.handlers.interbroker import InterBrokerHandlers, LeadershipChange
+from odradek.broker.handlers.reassignments import ReassignmentHandlers
 from odradek.broker.internal_topics import InternalTopicCoordinators
 from odradek.broker.isr_writer import IsrWriter
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
@@ -220,6 +223,7 @@ class ClusterParts:
     configs: ClusterConfigHandlers
     internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
     coordinators: InternalTopicCoordinators | None = None
+    reassignments: ReassignmentHandlers = field(default_factory=ReassignmentHandlers)
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -228,6 +232,7 @@ class ClusterParts:
         versions (an API key without versions cannot be decoded, so it is left out)."""
         table: dict[int, Callable[[Any, Any], Awaitable[Any]]] = dict(self.topics.handlers())
         table.update(self.elections.handlers())
+        table.update(self.reassignments.handlers())
         table.update(self.configs.handlers())
         for api_key, handler in self.interbroker.handlers().items():
             if api_key in SUPPORTED:
@@ -267,6 +272,21 @@ def install(
         membership.broker_id, replica_manager, address_of, FetcherSettings.from_config(config.get)
     )
     interbroker.fetchers = fetchers
+    # Replication throttles: rates from dynamic broker configs, replicas from topic configs.
+    quotas = ReplicationQuotas(
+        membership.broker_id,
+        config.get("replication.quota.window.num"),
+        config.get("replication.quota.window.size.seconds"),
+    )
+    replica_manager.leader_quota = quotas.leader
+    fetchers.quota = quotas.follower
+
+    def in_sync(topic: str, index: int) -> bool:
+        info = cache.partition(topic, index)
+        return info is not None and membership.broker_id in info.isr
+
+    fetchers.in_sync = in_sync
+    configs.on_broker_configs.append(quotas.apply_broker_configs)
     replica_manager.isr_writer = IsrWriter(membership.zk, states, replica_manager).request
     topics = ClusterTopicHandlers(
         membership.broker_id,
@@ -330,8 +350,28 @@ async def start_controller(
         return {tp: (int(r.error_code), r.message, r.leader) for tp, r in results.items()}
 
     parts.elections.hook = elect
+    parts.reassignments.alter_hook = partial(_alter_reassignments, controller)
+    parts.reassignments.list_hook = partial(_list_reassignments, controller)
     await controller.start()
     return controller
+
+
+async def _alter_reassignments(
+    controller: Controller, targets: dict[tuple[str, int], tuple[int, ...] | None]
+) -> dict[tuple[str, int], tuple[int, str | None]] | int:
+    results = await controller.alter_partition_reassignments(targets)
+    if isinstance(results, int):  # a top-level ErrorCode
+        return int(results)
+    return {tp: (int(r.error_code), r.message) for tp, r in results.items()}
+
+
+async def _list_reassignments(
+    controller: Controller, partitions: set[tuple[str, int]] | None
+) -> dict[tuple[str, int], tuple[tuple[int, ...], ...]] | int:
+    found = await controller.list_partition_reassignments(partitions)
+    if isinstance(found, int):
+        return int(found)
+    return {tp: (a.replicas, a.adding, a.removing) for tp, a in found.items()}
 
 
 async def leave_cluster(

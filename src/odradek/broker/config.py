@@ -406,6 +406,17 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a replica fetch."),
     ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch."),
     ConfigKey("replica.socket.timeout.ms", "int", 30000, "Replica fetch socket timeout."),
+    # Replication throttles (odradek.broker.replication_quota): the rate's sample windows.
+    ConfigKey(
+        "replication.quota.window.num", "int", 11, "Samples of the replication rate.", _at_least(1)
+    ),
+    ConfigKey(
+        "replication.quota.window.size.seconds",
+        "int",
+        1,
+        "Length of one replication rate sample.",
+        _at_least(1),
+    ),
     ConfigKey(
         "zookeeper.connect",
         "string",

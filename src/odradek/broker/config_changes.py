@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig
 from odradek.broker.replica_manager import ReplicaManager
@@ -51,6 +51,8 @@ class ClusterConfigs:
         self._stop_watch: object = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Called with the dynamic broker configs on every reload (replication throttles).
+        self.on_broker_configs: list[Callable[[Mapping[str, str]], None]] = []
 
     # --- reading (blocking) -----------------------------------------------------------
 
@@ -149,6 +151,8 @@ class ClusterConfigs:
 
     async def _reload_broker_configs(self) -> None:
         dynamic, _sources = await asyncio.to_thread(self.dynamic_broker_configs)
+        for listener in self.on_broker_configs:
+            listener(dynamic)
         try:
             self.defaults = broker_log_defaults(self.config, dynamic)
         except MetadataError as exc:

@@ -32,6 +32,7 @@ from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 
 from odradek.broker.replica_manager import Partition, ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.cluster.controller.channel import exchange
 from odradek.storage.errors import StorageError
 
@@ -97,6 +98,10 @@ class ReplicaFetcher:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        # Follower throttle (KIP-73) and "is this broker in the partition's ISR?", set by
+        # the manager; out-of-sync throttled partitions are left out over the quota.
+        self.quota: ReplicationQuota | None = None
+        self.in_sync: Callable[[str, int], bool] = lambda _topic, _index: False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=self.name)
@@ -279,10 +284,15 @@ class ReplicaFetcher:
         """One fetch round; False when it should back off."""
         sent: dict[tuple[str, int], tuple[_FetchState, int]] = {}
         topics: dict[str, list[Any]] = {}
+        throttled: set[tuple[str, int]] = set()
         for key, state in list(self.partitions.items()):
             partition = self._current(key, state)
             if partition is None or state.truncating:
                 continue
+            if self._throttled(partition):
+                if self.quota is not None and self.quota.is_quota_exceeded():
+                    continue  # Kafka's shouldFollowerThrottle: not fetched this round
+                throttled.add(key)
             offset = partition.log.log_end_offset
             sent[key] = (state, offset)
             topics.setdefault(key[0], []).append(
@@ -328,9 +338,21 @@ class ReplicaFetcher:
                 partition = self._current(key, state)
                 if partition is None or partition.log.log_end_offset != offset:
                     continue  # the partition moved or was truncated meanwhile
+                if key in throttled and self.quota is not None and data.records:
+                    self.quota.record(len(data.records))
                 if not await self._process(partition, state, offset, data):
                     ok = False
         return ok
+
+    def _throttled(self, partition: Partition) -> bool:
+        quota = self.quota
+        return (
+            quota is not None
+            and quota.is_throttled(
+                partition.index, partition.log.config.follower_replication_throttled_replicas
+            )
+            and not self.in_sync(partition.topic, partition.index)
+        )
 
     async def _process(
         self, partition: Partition, state: _FetchState, offset: int, data: Any
@@ -406,6 +428,8 @@ class ReplicaFetcherManager:
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[tuple[str, int], ReplicaFetcher] = {}
         self._closed = False
+        self.quota: ReplicationQuota | None = None  # follower.replication.throttled.rate
+        self.in_sync: Callable[[str, int], bool] = lambda _topic, _index: False
 
     def address_of(self, broker: int) -> tuple[str, int] | None:
         return self.leader_addresses.get(broker) or self._cache_address_of(broker)
@@ -429,6 +453,7 @@ class ReplicaFetcherManager:
                 self.address_of,
                 self.settings,
             )
+            fetcher.quota, fetcher.in_sync = self.quota, self.in_sync
             self._fetchers[key] = fetcher
             fetcher.start()
         fetcher.add(topic, index, leader_epoch)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
@@ -159,6 +160,8 @@ class ReplicaManager:
         # Cluster mode: writes an ISR change to ZooKeeper (partition, new ISR, reason) and
         # calls apply_isr_change once it is there; None on the single broker.
         self.isr_writer: Callable[[Partition, set[int], str], None] | None = None
+        # Cluster mode: the leader's replication throttle (KIP-73); None = unthrottled.
+        self.leader_quota: ReplicationQuota | None = None
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -390,6 +393,9 @@ class ReplicaManager:
             upper = log_.log_end_offset
         if fetch_offset == upper and fetch_offset <= log_.log_end_offset:
             return result  # caught up: nothing to send, not an error
+        throttled = replica_id >= 0 and self._leader_throttled(partition, replica_id)
+        if throttled and self.leader_quota is not None and self.leader_quota.is_quota_exceeded():
+            return result  # over the replication quota: this partition waits (no error)
         try:
             info = log_.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
         except OffsetOutOfRangeError:
@@ -406,6 +412,8 @@ class ReplicaManager:
             return result
         result.regions = info.regions
         result.size = info.size
+        if throttled and self.leader_quota is not None:
+            self.leader_quota.record(info.size)
         if isolation_level == READ_COMMITTED and info.size:
             aborted = log_.collect_aborted_transactions(fetch_offset, upper)
             result.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
@@ -444,6 +452,13 @@ class ReplicaManager:
         )
         if replica_id >= 0:
             upper = partition.log.log_end_offset
+            quota = self.leader_quota
+            if (
+                quota is not None
+                and self._leader_throttled(partition, replica_id)
+                and quota.is_quota_exceeded()
+            ):
+                return 0  # throttled bytes do not complete a delayed fetch (as Kafka)
         if fetch_offset >= upper:
             return 0
         try:
@@ -455,6 +470,18 @@ class ReplicaManager:
         return info.size
 
     # Replication: the leader's side ------------------------------------------------
+
+    def _leader_throttled(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle minus the rate check: an out-of-sync follower of a
+        partition listed in leader.replication.throttled.replicas for this broker."""
+        quota = self.leader_quota
+        return (
+            quota is not None
+            and replica_id not in partition.isr
+            and quota.is_throttled(
+                partition.index, partition.log.config.leader_replication_throttled_replicas
+            )
+        )
 
     def record_follower_fetch(
         self, topic: str, index: int, replica_id: int, fetch_offset: int, current_epoch: int

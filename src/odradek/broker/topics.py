@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig, ConfigError, parse_value
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import DYNAMIC_THROTTLE_KEYS
 from odradek.cluster.metadata import MetadataError, MetadataStore, TopicMetadata
 from odradek.storage.config import LogConfig
 
@@ -44,6 +45,8 @@ def broker_log_defaults(config: BrokerConfig, dynamic: Mapping[str, str]) -> Log
     """Topic defaults: the broker's static ``log.*`` keys, then its dynamic ones."""
     props = config.topic_defaults()
     for key, value in dynamic.items():
+        if key in DYNAMIC_THROTTLE_KEYS:
+            continue  # replication throttles: broker quotas, not log defaults
         spec = KEYS.get(key)
         if spec is None or spec.topic_key is None:
             raise MetadataError("INVALID_CONFIG", f"{key} is not a dynamic broker config")

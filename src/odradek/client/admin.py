@@ -36,6 +36,7 @@ from odradek.client.log_dirs import describe_log_dirs as _describe_log_dirs
 from odradek.client.metadata import BrokerInfo, ClusterMetadata
 from odradek.client.versions import (
     ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_RECORDS,
@@ -44,11 +45,12 @@ from odradek.client.versions import (
     DESCRIBE_CONFIGS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
+    LIST_PARTITION_REASSIGNMENTS,
 )
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Admin", "ConfigEntry", "ConfigResource", "NewTopic"]
+__all__ = ["Admin", "ConfigEntry", "ConfigResource", "NewTopic", "PartitionReassignment"]
 
 TopicPartition = tuple[str, int]
 
@@ -70,6 +72,16 @@ CONFIG_SOURCES = {
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}  # Kafka's ElectionType values
 ALTER_OPERATIONS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
 _ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress (Kafka's PartitionReassignment): the full replica set
+    during the move, and the replicas being added and removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -624,6 +636,98 @@ class Admin(ClientUser):
             for tp in partitions:
                 self._client.mark_stale(tp[0])
         return dict(sorted(answers.items()))
+
+    # -- partition reassignments ---------------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int = 30000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments, sent to the controller: a target replica list per
+        partition, None to cancel. Returns each partition's outcome (None = started, or
+        cancelled); a top-level error raises. The move itself goes on in the cluster."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in sorted(reassignments.items()):
+            _check_topic_names([topic])
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": int(partition),
+                    "replicas": None if replicas is None else [int(r) for r in replicas],
+                }
+            )
+        answers: dict[TopicPartition, KafkaError | None] = {}
+
+        def items(response: Any) -> list[tuple[Hashable, int, str | None]]:
+            answers.clear()
+            if response.error_code:
+                return [("", int(response.error_code), response.error_message)]
+            found: list[tuple[Hashable, int, str | None]] = []
+            for topic_result in response.responses:
+                for part in topic_result.partitions:
+                    tp = (str(topic_result.name), int(part.partition_index))
+                    code, message = int(part.error_code), part.error_message
+                    answers[tp] = KafkaError(code, message or "") if code else None
+                    found.append((tp, code, message))
+            return found
+
+        failures = await self._to_controller(
+            ALTER_PARTITION_REASSIGNMENTS,
+            lambda v: build_request(
+                ALTER_PARTITION_REASSIGNMENTS,
+                v,
+                timeout=timeout_ms,
+                topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
+            ),
+            timeout_ms,
+            items,
+        )
+        if "" in failures:
+            raise failures[""]
+        return dict(sorted(answers.items()))
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None, *, timeout_ms: int = 30000
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments, sent to the controller: the reassignments in
+        progress (only among ``partitions`` when given)."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for topic, partition in partitions:
+                topics.setdefault(topic, []).append(int(partition))
+        found: dict[TopicPartition, PartitionReassignment] = {}
+
+        def items(response: Any) -> list[tuple[Hashable, int, str | None]]:
+            found.clear()
+            if response.error_code:
+                return [("", int(response.error_code), response.error_message)]
+            for topic in response.topics:
+                for part in topic.partitions:
+                    found[(str(topic.name), int(part.partition_index))] = PartitionReassignment(
+                        tuple(int(r) for r in part.replicas),
+                        tuple(int(r) for r in part.adding_replicas),
+                        tuple(int(r) for r in part.removing_replicas),
+                    )
+            return []
+
+        failures = await self._to_controller(
+            LIST_PARTITION_REASSIGNMENTS,
+            lambda v: build_request(
+                LIST_PARTITION_REASSIGNMENTS,
+                v,
+                timeout=timeout_ms,
+                topics=None
+                if topics is None
+                else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+            ),
+            timeout_ms,
+            items,
+        )
+        if "" in failures:
+            raise failures[""]
+        return dict(sorted(found.items()))
 
     # -- log directories -----------------------------------------------------------------------
 

@@ -99,6 +99,8 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -152,6 +154,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # Served in cluster mode only (the controller elects); v0-2 as Kafka 3.9.
     ELECT_LEADERS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # Cluster mode only (the controller answers); v1 is KIP-860's replication-factor
+    # check, which Kafka 3.9 does not have either.
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
     OFFSET_DELETE: (0, 0),
     # KIP-554 SCRAM credential management (salted passwords come from the client).
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),

@@ -78,6 +78,27 @@ def _cleanup_policy(value: Any) -> str | None:
     return None
 
 
+_THROTTLED_REPLICA = re.compile(r"^\s*\d+\s*:\s*\d+\s*$")
+
+
+def check_throttled_replicas(name: str, value: Any) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
+    text = str(value).strip()
+    if text in ("", "*") or all(_THROTTLED_REPLICA.match(e) for e in text.split(",")):
+        return None
+    return (
+        f"{name} must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
+
+
+def _throttled_replicas(name: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return check_throttled_replicas(name, value)
+
+    return check
+
+
 CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("segment.bytes", "segment_bytes", "INT", "Size of one log segment file.",
               _at_least(14)),
@@ -132,6 +153,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("compression.type", "compression_type", "STRING",
               "Final codec of the topic; producer keeps the producer's codec.",
               _one_of(*COMPRESSION_TYPES)),
+    # Replication throttles (KIP-73): which replicas the broker quotas apply to.
+    ConfigKey("leader.replication.throttled.replicas", "leader_replication_throttled_replicas",
+              "LIST", "Replicas (partition:broker,... or *) whose leader throttles them.",
+              _throttled_replicas("leader.replication.throttled.replicas")),
+    ConfigKey("follower.replication.throttled.replicas",
+              "follower_replication_throttled_replicas", "LIST",
+              "Replicas (partition:broker,... or *) throttled on the follower side.",
+              _throttled_replicas("follower.replication.throttled.replicas")),
 )  # fmt: skip
 
 KEYS_BY_NAME: dict[str, ConfigKey] = {key.name: key for key in CONFIG_KEYS}
@@ -168,6 +197,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     def __post_init__(self) -> None:
         # Normalise the list form so "delete, compact" and "compact,delete" compare equal.

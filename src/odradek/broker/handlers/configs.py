@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.config import KEYS, ConfigError
 from odradek.broker.handlers.common import Ticker, error_code, respond_many
+from odradek.broker.replication_quota import DYNAMIC_THROTTLE_KEYS, check_rate
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -135,6 +136,20 @@ def broker_config_entries(
                 "documentation": key.doc,
             }
         )
+    # Kafka's dynamic-only broker configs (no static value): listed when set.
+    for name in sorted(DYNAMIC_THROTTLE_KEYS):
+        if name in dynamic and wanted(name):
+            configs.append(
+                {
+                    "name": name,
+                    "value": dynamic[name],
+                    "read_only": False,
+                    "config_source": sources[name],
+                    "is_sensitive": False,
+                    "config_type": _TYPE_CODES["long"],
+                    "documentation": "Replication throttle, bytes/s (KIP-73).",
+                }
+            )
     return {"configs": configs}
 
 
@@ -191,6 +206,11 @@ def _apply(
 def check_dynamic_broker_keys(configs: dict[str, str]) -> None:
     """Only the broker's topic defaults (``log.*``) change at runtime."""
     for key in configs:
+        if key in DYNAMIC_THROTTLE_KEYS:  # Kafka's DynamicConfig.Broker rates
+            problem = check_rate(key, configs[key])
+            if problem:
+                raise MetadataError("INVALID_CONFIG", problem)
+            continue
         spec = KEYS.get(key)
         if spec is None:
             raise MetadataError("INVALID_CONFIG", f"unknown broker config {key!r}")

@@ -6,6 +6,7 @@ it processes; only the controller's event task touches it (see ``event_manager``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -65,6 +66,45 @@ class LeaderIsr:
         )
 
 
+def _distinct(replicas: Iterable[int]) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """A partition's full assignment, as Kafka's ReplicaAssignment: during a reassignment
+    ``replicas`` is RS = TRS + ORS (target first, so the target's first replica is the
+    preferred leader), ``adding`` the replicas being added (TRS - ORS) and ``removing``
+    those being removed (ORS - TRS)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: Iterable[int]) -> ReplicaAssignment:
+        """Kafka's reassignTo: a new target replaces any earlier one; the origin stays."""
+        target = tuple(target)
+        origin = self.origin
+        full = _distinct(target + origin)
+        return ReplicaAssignment(
+            full,
+            tuple(r for r in full if r not in origin),
+            tuple(r for r in full if r not in target),
+        )
+
+
 @dataclass
 class ControllerContext:
     epoch: int = 0
@@ -78,6 +118,12 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionStateName] = field(default_factory=dict)
     replica_states: dict[tuple[TopicPartition, int], ReplicaState] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # Partitions with a reassignment under way: (adding, removing) replicas. The
+    # assignment above holds RS = TRS + ORS meanwhile.
+    reassigning: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=dict
+    )
+    being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # --- queries ------------------------------------------------------------------
 
@@ -113,6 +159,17 @@ class ControllerContext:
     def replica_state(self, tp: TopicPartition, broker: int) -> ReplicaState:
         return self.replica_states.get((tp, broker), ReplicaState.NON_EXISTENT)
 
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        adding, removing = self.reassigning.get(tp, ((), ()))
+        return ReplicaAssignment(self.assignment.get(tp, ()), adding, removing)
+
+    def set_full_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        self.assignment[tp] = assignment.replicas
+        if assignment.is_being_reassigned:
+            self.reassigning[tp] = (assignment.adding, assignment.removing)
+        else:
+            self.reassigning.pop(tp, None)
+
     def partitions_in(self, state: PartitionStateName) -> list[TopicPartition]:
         return sorted(tp for tp, s in self.partition_states.items() if s is state)
 
@@ -132,6 +189,8 @@ class ControllerContext:
             self.assignment.pop(tp, None)
             self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.reassigning.pop(tp, None)
+            self.being_reassigned.discard(tp)
         for key in [k for k in self.replica_states if k[0][0] == topic]:
             del self.replica_states[key]
 

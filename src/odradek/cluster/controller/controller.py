@@ -35,6 +35,7 @@ from odradek.cluster.controller.leadership import (
     LeadershipMoves,
 )
 from odradek.cluster.controller.partition_state_machine import PartitionStateMachine, Strategy
+from odradek.cluster.controller.reassignment import ReassignmentResult, Reassignments
 from odradek.cluster.controller.replica_state_machine import ReplicaStateMachine
 from odradek.cluster.controller.request_batch import RequestBatch
 from odradek.cluster.controller.topic_deletion import TopicDeletionManager
@@ -65,6 +66,8 @@ def _failed(event: ev.ControllerEvent, code: ErrorCode) -> Any:
         return ControlledShutdownResult(code)
     if isinstance(event, ev.ReplicaLeaderElection):
         return _all_failed(event.partitions, code)
+    if isinstance(event, ev.AlterPartitionReassignments | ev.ListPartitionReassignments):
+        return code  # a top-level error, as Kafka's Right(ApiError)
     return None
 
 
@@ -100,6 +103,9 @@ class Controller:
         )
         self.leadership = LeadershipMoves(
             self.ctx, zk, self.partitions, self.replicas, self.imbalance_percentage
+        )
+        self.reassignments = Reassignments(
+            self.ctx, zk, self.batch, self.partitions, self.replicas, self.deletion.resume
         )
         self.channels = ControllerChannelManager(broker_id, config)
         self.events = ev.ControllerEventManager(self._process)
@@ -166,6 +172,37 @@ class Controller:
         except RuntimeError:
             return _all_failed(partitions, ErrorCode.unknown_server_error)
 
+    async def alter_partition_reassignments(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, ReassignmentResult] | ErrorCode:
+        """AlterPartitionReassignments (Kafka's KafkaController.alterPartitionReassignments):
+        per partition a result, or a top-level error (NOT_CONTROLLER on any broker that is
+        not the active controller)."""
+        if not self.is_active:
+            return ErrorCode.not_controller
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        items = tuple(sorted(reassignments.items()))
+        self.events.put(ev.AlterPartitionReassignments(items, reply))
+        try:
+            return await reply
+        except RuntimeError:
+            return ErrorCode.unknown_server_error
+
+    async def list_partition_reassignments(
+        self, partitions: set[TopicPartition] | None
+    ) -> dict[TopicPartition, Any] | ErrorCode:
+        """ListPartitionReassignments: the full assignment (replicas, adding, removing) of
+        each partition being reassigned, or a top-level error."""
+        if not self.is_active:
+            return ErrorCode.not_controller
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        wanted = None if partitions is None else frozenset(partitions)
+        self.events.put(ev.ListPartitionReassignments(wanted, reply))
+        try:
+            return await reply
+        except RuntimeError:
+            return ErrorCode.unknown_server_error
+
     # kazoo threads ------------------------------------------------------------------
 
     def _elected(self, epoch: ControllerEpoch) -> None:
@@ -183,6 +220,20 @@ class Controller:
                 self.events.put_threadsafe(event)
 
         return fire
+
+    def _reassign_znode_watch(self) -> Callable[[bool], None]:
+        """Fires on creation of ``/admin/reassign_partitions`` only (Kafka's
+        PartitionReassignmentHandler.handleCreation): the controller's own rewrites of the
+        znode as partitions complete must not start them again."""
+        fire = self._watch_event(ev.ZkPartitionReassignment())
+        existed = [True]  # failover reads the znode itself; later creations fire
+
+        def changed(exists: bool) -> None:
+            if exists and not existed[0]:
+                fire()
+            existed[0] = exists
+
+        return changed
 
     def _stop_replica_answered(self, broker: int, response: Any) -> None:
         self.events.put(ev.TopicDeletionStopReplicaResponse(broker, response))
@@ -289,6 +340,13 @@ class Controller:
             result = self.leadership.elect_leaders(set(event.partitions), event.election_type)
             self._forget_deleted_topics()
             return result
+        elif isinstance(event, ev.ZkPartitionReassignment):
+            self.reassignments.on_zk_reassignment()
+        elif isinstance(event, ev.AlterPartitionReassignments):
+            return self.reassignments.alter(dict(event.reassignments))
+        elif isinstance(event, ev.ListPartitionReassignments):
+            wanted = None if event.partitions is None else set(event.partitions)
+            return self.reassignments.list(wanted)
         self._forget_deleted_topics()
         return None
 
@@ -304,6 +362,7 @@ class Controller:
             self.zk.watch_exists(
                 paths.PREFERRED_REPLICA_ELECTION, watch(ev.PreferredReplicaElection())
             ),
+            self.zk.watch_exists(paths.REASSIGN_PARTITIONS, self._reassign_znode_watch()),
         ]
         for broker in self.zk.get_broker_ids():
             self._load_broker(broker)
@@ -318,6 +377,7 @@ class Controller:
         self.batch.add_update_metadata(self.ctx.live_broker_ids, self.ctx.all_partitions())
         self.replicas.startup()
         self.partitions.startup()
+        self.reassignments.initialize()
         self.deletion.on_deletion_requests()
         self.deletion.resume()
         self._forget_deleted_topics()
@@ -329,13 +389,26 @@ class Controller:
         self.ctx.live_brokers[broker], self.ctx.broker_epochs[broker] = found
         return True
 
-    def _load_topic(self, topic: str) -> list[TopicPartition]:
+    def _load_topic(self, topic: str, only_new: bool = False) -> list[TopicPartition]:
+        """Read ``/brokers/topics/<t>`` into the context; ``only_new`` keeps the partitions
+        already known (Kafka's processPartitionModifications: the controller itself writes
+        that znode during reassignments)."""
         found = self.zk.get_topic_assignment(topic)
         if found is None:
             return []
         assignment, _version = found
         known = set(self.ctx.partitions_of(topic))
-        self.ctx.add_topic(topic, assignment.topic_id, dict(assignment.partitions))
+        partitions = {
+            p: r
+            for p, r in assignment.partitions.items()
+            if not only_new or (topic, p) not in known
+        }
+        self.ctx.add_topic(topic, assignment.topic_id, partitions)
+        for p in partitions:
+            adding = tuple(assignment.adding_replicas.get(p, ()))
+            removing = tuple(assignment.removing_replicas.get(p, ()))
+            if adding or removing:
+                self.ctx.reassigning[(topic, p)] = (adding, removing)
         if topic not in self._topic_watches:
             self._topic_watches[topic] = self.zk.watch_exists(
                 paths.topic(topic), self._watch_event(ev.PartitionModifications(topic))
@@ -419,6 +492,8 @@ class Controller:
                 self.ctx.replica_states[(tp, broker)] = ReplicaState.NEW
         self.replicas.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.partitions.trigger_online_partition_state_change()
+        # Reassignments waiting for a broker that is back go on (maybeResumeReassignments).
+        self.reassignments.resume(lambda _tp, a: any(b in started for b in a.target))
         self.deletion.resume()
 
     # topics ---------------------------------------------------------------------
@@ -438,7 +513,7 @@ class Controller:
     def _on_partition_modifications(self, topic: str) -> None:
         if topic not in self.ctx.topics() or topic in self.ctx.topics_to_delete:
             return
-        self._on_new_partitions(self._load_topic(topic))
+        self._on_new_partitions(self._load_topic(topic, only_new=True))
 
     def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
         if not partitions:
@@ -462,6 +537,7 @@ class Controller:
                 refreshed.append(tp)
         if refreshed:
             self.batch.add_update_metadata(self.ctx.live_broker_ids, refreshed)
+            self.reassignments.on_isr_change(refreshed)
         self.zk.delete_isr_change_notifications(
             [seq for seq, _tps in notifications], self.ctx.epoch_zk_version
         )

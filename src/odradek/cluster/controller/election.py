@@ -51,3 +51,14 @@ def preferred_replica_leader(
     if assignment and assignment[0] in live and assignment[0] in isr:
         return assignment[0]
     return None
+
+
+def reassign_partition_leader(
+    target: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> int | None:
+    """The first replica of the reassignment's target that is live and in the ISR; the
+    ISR stays (Kafka's reassignPartitionLeaderElection)."""
+    for replica in target:
+        if replica in live and replica in isr:
+            return replica
+    return None

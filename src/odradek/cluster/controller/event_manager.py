@@ -97,6 +97,27 @@ class ReplicaLeaderElection(ControllerEvent):
     reply: asyncio.Future[Any] = field(compare=False)
 
 
+@dataclass(frozen=True)
+class ZkPartitionReassignment(ControllerEvent):
+    """``/admin/reassign_partitions`` was created (the legacy tool's request)."""
+
+
+@dataclass(frozen=True)
+class AlterPartitionReassignments(ControllerEvent):
+    """An AlterPartitionReassignments request: a target per partition, None cancels."""
+
+    reassignments: tuple[tuple[tuple[str, int], tuple[int, ...] | None], ...]
+    reply: asyncio.Future[Any] = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments(ControllerEvent):
+    """A ListPartitionReassignments request; ``partitions`` None lists every one."""
+
+    partitions: frozenset[tuple[str, int]] | None
+    reply: asyncio.Future[Any] = field(compare=False)
+
+
 class ControllerEventManager:
     def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]]) -> None:
         self._process = process

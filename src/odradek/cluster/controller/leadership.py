@@ -181,6 +181,9 @@ class LeadershipMoves:
             imbalanced = [tp for tp in preferred if self._leader(tp) != broker]
             if len(imbalanced) * 100 / len(preferred) > self.imbalance_percentage:
                 candidates = [
-                    tp for tp in imbalanced if broker in self.ctx.leadership.get(tp, _NO_STATE).isr
+                    tp
+                    for tp in imbalanced
+                    if broker in self.ctx.leadership.get(tp, _NO_STATE).isr
+                    and tp not in self.ctx.being_reassigned  # as Kafka: not while moving
                 ]
                 self.elect_preferred(candidates)

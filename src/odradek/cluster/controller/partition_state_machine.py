@@ -67,6 +67,7 @@ class Strategy(Enum):
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
     # ElectLeaders with election type UNCLEAN: the offline strategy with allowUnclean.
     UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
+    REASSIGN = "ReassignPartitionLeaderElectionStrategy"
 
 
 class PartitionStateMachine:
@@ -221,6 +222,9 @@ class PartitionStateMachine:
             leader, isr = election.controlled_shutdown_leader(
                 replicas, current.isr, live, self.ctx.shutting_down
             )
+        elif strategy is Strategy.REASSIGN:
+            leader = election.reassign_partition_leader(replicas, current.isr, live)
+            isr = current.isr
         else:
             leader = election.preferred_replica_leader(replicas, current.isr, live)
             isr = current.isr

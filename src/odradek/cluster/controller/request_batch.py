@@ -117,6 +117,7 @@ class RequestBatch:
         for (topic, partition), (state, is_new) in sorted(states.items()):
             leaders.add(state.leader)
             replicas = ctx.assignment.get((topic, partition), ())
+            adding, removing = ctx.reassigning.get((topic, partition), ((), ()))
             topics.setdefault(topic, []).append(
                 {
                     "topic_name": topic,
@@ -127,6 +128,8 @@ class RequestBatch:
                     "isr": state.isr,
                     "partition_epoch": state.zk_version,
                     "replicas": replicas,
+                    "adding_replicas": adding,
+                    "removing_replicas": removing,
                     "is_new": is_new,
                     "leader_recovery_state": state.leader_recovery_state,
                 }
@@ -207,8 +210,10 @@ class RequestBatch:
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), delete in sorted(partitions.items()):
             state = ctx.leadership.get((topic, partition))
-            # LeaderDuringDelete lets the broker skip its leader-epoch check on deletion.
-            epoch = LEADER_DURING_DELETE if delete else (state.leader_epoch if state else -1)
+            # LeaderDuringDelete lets the broker skip its leader-epoch check while the topic
+            # is deleted; a reassignment's removed replica gets the current leader epoch.
+            deleting = delete and topic in ctx.topics_to_delete
+            epoch = LEADER_DURING_DELETE if deleting else (state.leader_epoch if state else -1)
             topics.setdefault(topic, []).append(
                 {"partition_index": partition, "leader_epoch": epoch, "delete_partition": delete}
             )

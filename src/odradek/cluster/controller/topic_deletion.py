@@ -64,6 +64,8 @@ class TopicDeletionManager:
     def resume(self) -> None:
         """Start (or retry) deleting every replica of the topics marked for deletion."""
         for topic in sorted(self.ctx.topics_to_delete):
+            if any(tp[0] == topic for tp in self.ctx.being_reassigned):
+                continue  # ineligible while a reassignment runs; resumed when it completes
             for tp in self.ctx.partitions_of(topic):
                 for broker in self.ctx.assignment[tp]:
                     state = self.ctx.replica_state(tp, broker)

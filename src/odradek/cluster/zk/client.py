@@ -33,12 +33,14 @@ from odradek.cluster.zk.codecs import (
     decode_controller_epoch,
     decode_isr_change,
     decode_preferred_replica_election,
+    decode_reassignment,
     encode_cluster_id,
     encode_config_change,
     encode_config_entity,
     encode_controller_epoch,
     encode_isr_change,
     encode_preferred_replica_election,
+    encode_reassignment,
     random_kafka_uuid,
 )
 from odradek.cluster.zk.errors import (
@@ -479,6 +481,64 @@ class ZkClient(ZkSession):
 
         self._zk.DataWatch(path, changed)
         return stopped.set
+
+    # --- partition reassignment -------------------------------------------------------
+
+    def write_topic_assignment(
+        self, topic: str, assignment: TopicAssignment, controller_epoch_version: int
+    ) -> None:
+        """The controller's unconditional write of a topic's full assignment (Kafka's
+        setTopicAssignment with MatchAnyVersion), fenced by the controller epoch."""
+        results = self._multi(
+            controller_epoch_version,
+            lambda txn: txn.set_data(paths.topic(topic), assignment.encode(), -1),
+        )
+        if isinstance(results[0], NoNodeError):
+            raise NoNode(paths.topic(topic))
+        if isinstance(results[0], Exception):
+            raise results[0]
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        """``/admin/reassign_partitions`` (the legacy tool's request); empty when absent."""
+        found = self._get(paths.REASSIGN_PARTITIONS)
+        return {} if found is None else decode_reassignment(found[0])
+
+    def create_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, tuple[int, ...]]
+    ) -> None:
+        """What Kafka's old ``kafka-reassign-partitions --zookeeper`` wrote; NodeExists
+        while an earlier one is still in progress."""
+        try:
+            self._call(
+                self._zk.create,
+                paths.REASSIGN_PARTITIONS,
+                encode_reassignment(reassignment),
+                makepath=True,
+            )
+        except NodeExistsError:
+            raise NodeExists(paths.REASSIGN_PARTITIONS) from None
+
+    def set_partition_reassignment(
+        self,
+        reassignment: Mapping[TopicPartition, tuple[int, ...]],
+        controller_epoch_version: int,
+    ) -> None:
+        """The controller rewrites the znode with the partitions still to do."""
+        data = encode_reassignment(reassignment)
+        results = self._multi(
+            controller_epoch_version,
+            lambda txn: txn.set_data(paths.REASSIGN_PARTITIONS, data, -1),
+        )
+        if isinstance(results[0], NoNodeError):
+            self._multi(
+                controller_epoch_version,
+                lambda txn: txn.create(paths.REASSIGN_PARTITIONS, data),
+            )
+        elif isinstance(results[0], Exception):
+            raise results[0]
+
+    def delete_partition_reassignment(self, controller_epoch_version: int) -> None:
+        self._delete_fenced(paths.REASSIGN_PARTITIONS, controller_epoch_version)
 
     def get_isr_change_notifications(self) -> list[tuple[int, set[TopicPartition]]]:
         out = []
