@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.metrics.stats import BrokerStats
+from odradek.logformat import request_fields
 from odradek.protocol.versions import FETCH, api_name
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class RequestObserver:
                 queue_ms,
                 total_ms,
                 extra={
+                    **request_fields(ctx),
                     "queue_time_ms": round(queue_ms, 3),
                     "total_time_ms": round(total_ms, 3),
                 },
