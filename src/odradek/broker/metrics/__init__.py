@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
-
 from odradek.broker.metrics.collector import BrokerCollector
 from odradek.broker.metrics.endpoint import MetricsEndpoint
 from odradek.broker.metrics.requests import RequestObserver
@@ -30,10 +28,8 @@ __all__ = ["BrokerMetrics", "BrokerStats", "RequestObserver"]
 class BrokerMetrics:
     def __init__(self, server: KafkaServer, host: str, port: int) -> None:
         self.stats = BrokerStats()
-        self.registry = CollectorRegistry(auto_describe=False)
         self.collector = BrokerCollector(server, self.stats)
-        self.registry.register(self.collector)
-        self.endpoint = MetricsEndpoint(self.registry, host, port)
+        self.endpoint = MetricsEndpoint(self.collector.collect, host, port)
 
     @property
     def port(self) -> int:
