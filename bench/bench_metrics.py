@@ -238,6 +238,15 @@ def main() -> None:
                     f"scrape {label}: {partitions:>6} partitions {ms:8.1f} ms (median of "
                     f"{len(runs)}), {size:,} bytes"
                 )
+            # Each scrape reports the collection time of the one before it.
+            collect_ms = statistics.median(
+                _value(scrape(metrics_port), "odradek_metrics_collect_seconds") * 1000
+                for _ in range(args.scrapes)
+            )
+            print(
+                f"  of which on the event loop (gathering the figures): {collect_ms:.1f} ms "
+                f"(median of {args.scrapes})"
+            )
             added = wide[-1][2] - base[-1][2]
             print(
                 f"  ratio after / before: {wide_ms / base_ms:.1f}; "

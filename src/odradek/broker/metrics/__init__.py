@@ -30,6 +30,7 @@ class BrokerMetrics:
         self.stats = BrokerStats()
         self.collector = BrokerCollector(server, self.stats)
         self.endpoint = MetricsEndpoint(self.collector.collect, host, port)
+        self.collector.last_collect_seconds = lambda: self.endpoint.last_collect_seconds
 
     @property
     def port(self) -> int:

@@ -16,7 +16,7 @@ the same dictionaries the handlers change without locks.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -69,6 +69,8 @@ class BrokerCollector:
         self.server = server
         self.stats = stats
         self.loop_busy = LoopBusy()
+        # Set by the endpoint: seconds its previous collection took on the event loop.
+        self.last_collect_seconds: Callable[[], float] = lambda: 0.0
 
     def describe(self) -> list[Metric]:
         return []  # families depend on the broker's state: don't collect at registration
@@ -326,6 +328,11 @@ class BrokerCollector:
         for network in self.server.networks:
             connections.add_metric([network.listener_name, "0"], network.connection_count)
         yield connections
+        yield GaugeMetricFamily(
+            "odradek_metrics_collect_seconds",
+            "Time the previous scrape spent gathering figures on the event loop",
+            value=self.last_collect_seconds(),
+        )
 
 
 def _histogram(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -42,6 +43,8 @@ class MetricsEndpoint:
     def __init__(self, collect: Callable[[], Iterable[Metric]], host: str, port: int) -> None:
         """``collect`` gathers every family; it runs on the event loop."""
         self.collect = collect
+        # How long the previous scrape held the event loop (exported by the next one).
+        self.last_collect_seconds = 0.0
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -85,7 +88,9 @@ class MetricsEndpoint:
             elif method not in ("GET", "HEAD"):
                 await self._answer(writer, 405, b"method not allowed\n")
             else:
+                started = time.perf_counter()
                 gathered = _Gathered(list(self.collect()))
+                self.last_collect_seconds = time.perf_counter() - started
                 loop = asyncio.get_running_loop()
                 body = await loop.run_in_executor(None, generate_latest, gathered)
                 await self._answer(
