@@ -292,3 +292,19 @@ def test_endpoint_only_when_configured(tmp_path: Path) -> None:
         assert scrape(port).value("kafka_controller_kafkacontroller_activecontrollercount") == 1
     finally:
         chosen.stop()
+
+
+def test_a_metrics_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = BrokerProcess(tmp_path / "data", overrides={"metrics.port": str(port)})
+        done = subprocess.run(proc.command(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: [Errno 98] metrics.port: cannot listen on 127.0.0.1:{port}: "
+        "Address already in use"
+    ], done.stderr
+    assert "Traceback" not in done.stderr

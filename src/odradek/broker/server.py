@@ -232,10 +232,10 @@ class KafkaServer:
         self._start_group_coordinator()
         self._start_transaction_coordinator()
         self._set_up_metrics()
-        await self._start_listeners(listeners)
-        if self.metrics is not None:
+        if self.metrics is not None:  # before the listeners: a port in use stops us early
             await self.metrics.start()
             log.info("Prometheus metrics on http://%s:%d/metrics", *self._metrics_address())
+        await self._start_listeners(listeners)
         broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
         if self.cluster is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -51,9 +52,16 @@ class MetricsEndpoint:
         self._clients: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=_MAX_HEAD
-        )
+        try:
+            self._server = await asyncio.start_server(
+                self._serve, self.host, self.port, reuse_address=True, limit=_MAX_HEAD
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"metrics.port: cannot listen on {self.host}:{self.port}: "
+                f"{os.strerror(exc.errno) if exc.errno else exc}",
+            ) from None
         sockets = self._server.sockets or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
