@@ -111,6 +111,21 @@ def test_messages_and_bytes_in_and_out_per_topic(broker) -> None:
     # One fsync per append at least, each timed.
     assert after.value("kafka_log_logflushstats_logflushrateandtimems_count") >= 2
 
+    # A deleted topic's series go; the all-topics totals keep what it counted.
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.delete_topics(["other"])["other"].result(30)
+
+    def other_gone() -> bool:
+        now = scrape(metrics_port)
+        return all(
+            labels.get("topic") != "other"
+            for name in ("kafka_server_brokertopicmetrics_messagesin_total", "kafka_log_log_size")
+            for labels, _value in now.series(name)
+        )
+
+    wait_for(other_gone, 30, "the deleted topic's series to go")
+    assert scrape(metrics_port).value("kafka_server_brokertopicmetrics_messagesin_total") == 730
+
 
 def test_request_counts_and_times_per_api(broker) -> None:
     proc, metrics_port, _ = broker

@@ -94,6 +94,11 @@ class BrokerCollector:
 
     def _topic_counters(self) -> Iterator[Metric]:
         stats = self.stats
+        # A deleted topic's series go, as Kafka removes a topic's metrics with its last
+        # partition here (a topic never hosted here, named by a failed produce, too).
+        hosted = {partition.topic for partition in self.server.replica_manager.partitions()}
+        for gone in [topic for topic in stats.topics if topic not in hosted]:
+            del stats.topics[gone]
         fields = (
             ("messagesin", "messages_in", "Records appended by producers (MessagesInPerSec)"),
             ("bytesin", "bytes_in", "Bytes appended by producers (BytesInPerSec)"),
