@@ -497,6 +497,29 @@ _KEYS: list[ConfigKey] = [
         "Timeout of the controller's requests to brokers.",
         _at_least(1),
     ),
+    # Observability (odradek's own keys; Kafka exports JMX instead of an HTTP endpoint).
+    ConfigKey(
+        "metrics.port",
+        "int",
+        None,
+        "Port of the Prometheus endpoint (GET /metrics); unset = no endpoint. 0 = any free port.",
+        _between(0, 65535),
+    ),
+    ConfigKey("metrics.host", "string", "127.0.0.1", "Address the Prometheus endpoint binds."),
+    ConfigKey(
+        "log.format",
+        "string",
+        "text",
+        "Broker log lines: text, or json (one JSON object per line).",
+        _one_of("text", "json"),
+    ),
+    ConfigKey(
+        "log.slow.request.threshold.ms",
+        "long",
+        -1,
+        "Requests taking at least this long are logged by kafka.request.logger; -1 = never.",
+        _at_least(-1),
+    ),
 ]
 
 KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}

@@ -20,6 +20,7 @@ class DelayedFetch(DelayedOperation):
         super().__init__(delay_ms)
         self._ready = ready
         self._done = done
+        self.kind = "Fetch"
 
     def try_complete(self) -> bool:
         if self._done.done() or self._ready():
@@ -44,12 +45,19 @@ class FetchWaiters:
         self._draining = False
 
     async def wait(
-        self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
+        self,
+        keys: list[tuple[str, int]],
+        max_wait_ms: int,
+        ready: Callable[[], bool],
+        kind: str = "Fetch",
     ) -> None:
+        """``kind`` names the purgatory Kafka would use (Fetch, or Produce for acks=all):
+        both wait here, the metrics count them apart."""
         if self._draining:
             return  # shutting down: answer at once with what there is
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(max_wait_ms, ready, done)
+        operation.kind = kind
         if self.purgatory.try_complete_else_watch(operation, keys):
             return
         self._waiting.add(operation)
@@ -57,6 +65,13 @@ class FetchWaiters:
             await done
         finally:
             self._waiting.discard(operation)
+
+    def waiting_by_kind(self) -> dict[str, int]:
+        """Operations waiting now, by kind (Kafka's PurgatorySize)."""
+        counts: dict[str, int] = {}
+        for operation in self._waiting:
+            counts[operation.kind] = counts.get(operation.kind, 0) + 1
+        return counts
 
     def notify(self, topic: str, partition: int) -> None:
         """Data arrived in a partition: complete the fetches it satisfies."""

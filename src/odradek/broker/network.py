@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
+from odradek.logformat import current_request
 from odradek.protocol.build import build_response
 from odradek.protocol.codec import (
     api_versions_unsupported_response,
@@ -545,7 +546,7 @@ class _Connection(asyncio.Protocol):
                 and isinstance(exc.header, RequestHeader)
             ):
                 return api_versions_unsupported_response(exc.header, server.api_versions)
-            return _Close(f"{exc} (correlation id {exc.correlation_id})")
+            return _Close(f"{exc} ({self._describe_undecodable(exc)})")
         ctx = RequestContext(
             header,
             self.client_host,
@@ -555,17 +556,27 @@ class _Connection(asyncio.Protocol):
             server.listener_name,
             self.principal,
         )
+        observer = server.request_observer
+        started = server.clock() if observer is not None else 0.0
+        # Log lines emitted while the request runs name it (odradek.logformat); a deferred
+        # response's task copies the context, so it is created before the reset.
+        token = current_request.set(ctx)
         try:
-            result = await server.handler.handle(ctx, request)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            return self._handler_failed(header, request)
-        if isinstance(result, DeferredResponse):
-            future = asyncio.ensure_future(self._finish_deferred(header, request, result))
-            self._deferred.add(future)
-            future.add_done_callback(self._deferred.discard)
-            return future
+            try:
+                result = await server.handler.handle(ctx, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                return self._handler_failed(ctx, request)
+            if isinstance(result, DeferredResponse):
+                future = asyncio.ensure_future(
+                    self._finish_deferred(ctx, request, result, started)
+                )
+                self._deferred.add(future)
+                future.add_done_callback(self._deferred.discard)
+                return future
+        finally:
+            current_request.reset(token)
         # A handler that counts its items says whether its answer is big; any other
         # answer to a large request may be (it lists what the request listed).
         big = result.items > _OFFLOAD_ITEMS if isinstance(result, ResponseValues) else large
@@ -575,6 +586,8 @@ class _Connection(asyncio.Protocol):
             )
         else:
             outgoing = self._encode(header, request, result)
+        if observer is not None:
+            observer.done(ctx, request, started, server.clock())
         if large:
             # Freeing a million decoded entries takes a tenth of a second: drop the last
             # references on a network thread rather than on the event loop.
@@ -584,23 +597,43 @@ class _Connection(asyncio.Protocol):
         return outgoing
 
     async def _finish_deferred(
-        self, header: RequestHeader, request: object, deferred: DeferredResponse
+        self, ctx: RequestContext, request: object, deferred: DeferredResponse, started: float
     ) -> _Outgoing | None:
         try:
             result = await deferred.result
         except asyncio.CancelledError:
             raise
         except Exception:
-            return self._handler_failed(header, request)
-        return self._encode(header, request, result)
+            return self._handler_failed(ctx, request)
+        outgoing = self._encode(ctx.header, request, result)
+        observer = self._server.request_observer
+        if observer is not None:
+            observer.done(ctx, request, started, self._server.clock())
+        return outgoing
 
-    def _handler_failed(self, header: RequestHeader, request: object) -> _Outgoing:
+    def _describe_undecodable(self, exc: DecodeError) -> str:
+        """What is known of a request that did not decode, for its log line."""
+        parts = []
+        if exc.api_key is not None:
+            version = "?" if exc.api_version is None else exc.api_version
+            parts.append(f"api {api_name(exc.api_key)} v{version}")
+        parts.append(f"correlation id {exc.correlation_id}")
+        client_id = getattr(exc.header, "client_id", None)
+        if client_id is not None:
+            parts.append(f"client id {client_id}")
+        parts.append(f"listener {self._server.listener_name}")
+        return ", ".join(parts)
+
+    def _handler_failed(self, ctx: RequestContext, request: object) -> _Outgoing:
+        header = ctx.header
         self._log.exception(
-            "handler failed for %s v%d (correlation id %d) from %s on %s",
+            "handler failed for %s v%d (correlation id %d) from client %s on listener %s, "
+            "connection %s",
             api_name(header.api_key),
             header.api_version,
             header.correlation_id,
             header.client_id,
+            ctx.listener_name,
             self.connection_id,
         )
         if header.api_key == PRODUCE and getattr(request, "acks", None) == 0:
@@ -625,10 +658,13 @@ class _Connection(asyncio.Protocol):
             return encode_response(header, result)
         except Exception:
             self._log.exception(
-                "cannot encode the response to %s v%d (correlation id %d)",
+                "cannot encode the response to %s v%d (correlation id %d) for client %s on "
+                "listener %s",
                 api_name(header.api_key),
                 header.api_version,
                 header.correlation_id,
+                header.client_id,
+                self._server.listener_name,
             )
             return self._error(header, request, ErrorCode.unknown_server_error)
 
@@ -878,6 +914,7 @@ class NetworkServer:
         memory_pool: MemoryPool | None = None,
         executor: Executor | None = None,
         security: Any = None,
+        request_observer: Any = None,
     ) -> None:
         """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
         by default ``handler.advertised_versions()`` when the handler has it, else every
@@ -934,6 +971,9 @@ class NetworkServer:
         self._handshakes: set[asyncio.Task[None]] = set()
         self.bytes_sent_with_sendfile = 0
         self.bytes_copied_from_regions = 0
+        # Told of every answered request (broker.metrics.requests.RequestObserver): request
+        # metrics and the slow-request log. None costs nothing per request.
+        self.request_observer = request_observer
 
     @property
     def connection_count(self) -> int:

@@ -386,6 +386,7 @@ class ReplicaFetcher:
         if records:
             try:
                 await asyncio.to_thread(partition.log.append_as_follower, bytes(records))
+                self.replica_manager.replication_bytes_in += len(records)
             except StorageError as exc:
                 log.error(
                     "%s-%d: follower append failed: %s", partition.topic, partition.index, exc

@@ -162,6 +162,11 @@ class ReplicaManager:
         self.isr_writer: Callable[[Partition, set[int], str], None] | None = None
         # Cluster mode: the leader's replication throttle (KIP-73); None = unthrottled.
         self.leader_quota: ReplicationQuota | None = None
+        # Kafka's IsrShrinksPerSec / IsrExpandsPerSec and ReplicationBytesInPerSec: read
+        # by the metrics collector (broker/metrics) at scrape time.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.replication_bytes_in = 0
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -542,6 +547,10 @@ class ReplicaManager:
 
     def apply_isr_change(self, partition: Partition, new_isr: set[int]) -> None:
         """The ISR change is in ZooKeeper: use it (a shrink may let the HW move on)."""
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(partition.isr):
+            self.isr_expands += 1
         partition.isr = set(new_isr)
         partition.isr_update_pending = False
         self.maybe_advance_high_watermark(partition)

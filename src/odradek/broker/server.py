@@ -42,6 +42,7 @@ from odradek.broker.handlers import (
 from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
+from odradek.broker.metrics import BrokerMetrics, BrokerStats, RequestObserver
 from odradek.broker.network import (
     ChunkedResponse,
     NetworkServer,
@@ -63,7 +64,7 @@ from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
-from odradek.storage import meta_properties
+from odradek.storage import flush_stats, meta_properties
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.dir_lock import DirLock
@@ -133,6 +134,10 @@ class KafkaServer:
         self.timer = Timer()
         self._timer_driver: TimerDriver | None = None
         self.fetch_waiters = FetchWaiters(self.timer)
+        # Prometheus metrics (broker/metrics), when metrics.port is set; the hot paths bump
+        # ``stats`` only when it is not None.
+        self.metrics: BrokerMetrics | None = None
+        self.stats: BrokerStats | None = None
         # Filled in by start():
         self.log_manager: LogManager
         self.metadata: MetadataStore
@@ -226,6 +231,10 @@ class KafkaServer:
         self._timer_driver.start()
         self._start_group_coordinator()
         self._start_transaction_coordinator()
+        self._set_up_metrics()
+        if self.metrics is not None:  # before the listeners: a port in use stops us early
+            await self.metrics.start()
+            log.info("Prometheus metrics on http://%s:%d/metrics", *self._metrics_address())
         await self._start_listeners(listeners)
         broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
@@ -261,6 +270,7 @@ class KafkaServer:
                 memory_pool=pool,
                 executor=self._network_pool,
                 security=hooks,
+                request_observer=self._request_observer,
             )
             try:
                 await network.start()
@@ -281,6 +291,23 @@ class KafkaServer:
                 self.data_dir,
             )
         self.network = self.networks[0]
+
+    def _set_up_metrics(self) -> None:
+        """The metrics endpoint (metrics.port) and the per-request hook (metrics and the
+        slow-request log); neither costs anything when not configured."""
+        port = self.config.get("metrics.port")
+        if port is not None:
+            self.metrics = BrokerMetrics(self, self.config.get("metrics.host"), port)
+            self.stats = self.metrics.stats
+            flush_stats.observer = self.stats.flushed
+        slow_ms = self.config.get("log.slow.request.threshold.ms")
+        self._request_observer = (
+            RequestObserver(self.stats, slow_ms) if self.stats is not None or slow_ms >= 0 else None
+        )
+
+    def _metrics_address(self) -> tuple[str, int]:
+        assert self.metrics is not None
+        return self.metrics.endpoint.host, self.metrics.port
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""
@@ -356,6 +383,10 @@ class KafkaServer:
             # Stop accepting, finish what is in flight, on every listener at once.
             await asyncio.gather(*(network.shutdown() for network in self.networks))
         self._network_pool.shutdown(wait=False)
+        if self.metrics is not None:
+            await self.metrics.stop()
+            if flush_stats.observer == self.stats.flushed:  # type: ignore[union-attr]
+                flush_stats.observer = None
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -591,9 +622,14 @@ class KafkaServer:
         self.topics.set_broker_overrides(configs, validate_only=validate_only)
 
     async def wait_for_data(
-        self, keys: list[tuple[str, int]], max_wait_ms: int, ready: Callable[[], bool]
+        self,
+        keys: list[tuple[str, int]],
+        max_wait_ms: int,
+        ready: Callable[[], bool],
+        kind: str = "Fetch",
     ) -> None:
-        await self.fetch_waiters.wait(keys, max_wait_ms, ready)
+        """``kind``: the purgatory Kafka would park it in (Fetch or Produce)."""
+        await self.fetch_waiters.wait(keys, max_wait_ms, ready, kind)
 
     def encode_fetch(
         self,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from odradek import logformat
 from odradek.broker.config import BrokerConfig
 from odradek.cli.errors import CliError
 
@@ -35,10 +36,8 @@ def server(config_file: Path | None, overrides: tuple[str, ...], log_level: str)
     """
     config = BrokerConfig.load(config_file, list(overrides))
     _check_data_dir(config.data_dir)
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # log.format: text lines, or one JSON object per line (odradek.logformat).
+    logformat.configure(getattr(logging, log_level.upper()), config.get("log.format"))
     _warn_unused(config)
     from odradek.broker.server import run_server
 

@@ -55,6 +55,7 @@ from odradek.records.header import (
     set_partition_leader_epoch,
 )
 from odradek.records.validation import uncompressed_limit
+from odradek.storage import flush_stats
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
@@ -1026,6 +1027,7 @@ class Log:
                 if segment not in segments:
                     segments.insert(0, segment)
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+        started = time.monotonic()
         for segment in segments:
             segment.flush()
         if dir_dirty:
@@ -1033,6 +1035,8 @@ class Log:
                 _fsync_dir(self.directory)
             except FileNotFoundError:
                 return  # the log was deleted meanwhile
+        if flush_stats.observer is not None and (segments or dir_dirty):
+            flush_stats.observer(time.monotonic() - started)
         with self._lock:
             self._rolled_unflushed = [s for s in self._rolled_unflushed if s not in rolled]
             self.recovery_point = max(self.recovery_point, min(target, self._log_end_offset))

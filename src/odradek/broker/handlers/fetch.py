@@ -147,9 +147,24 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
             plan.keys(), max_wait_ms, lambda: plan.bytes_ready() >= plan.min_bytes
         )
     results = await plan.read_all()
+    stats = server.stats
+    if stats is not None:
+        _count_bytes_out(stats, plan.replica_id, results)
     if len(results) > LARGE_RESPONSE_ITEMS:
         return await server.encode_fetch_off_loop(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
     return server.encode_fetch(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
+
+
+def _count_bytes_out(
+    stats: Any, replica_id: int, results: list[tuple[str, int, ReadResult]]
+) -> None:
+    """BytesOutPerSec per topic for consumers, ReplicationBytesOutPerSec for followers."""
+    if replica_id >= 0:
+        stats.replicated_out(sum(result.size for _topic, _partition, result in results))
+        return
+    for topic, _partition, result in results:
+        if result.error_code == 0:
+            stats.fetched(topic, result.size)
 
 
 async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:

@@ -35,6 +35,7 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
     responses = []
     ticker = Ticker()
     make_partition = element_builder(ctx, "responses", "partition_responses")
+    stats = server.stats  # None unless metrics are on
     # acks=all appends waiting for replication: (topic, partition, entry, required offset)
     pending: list[tuple[str, int, dict[str, Any], int]] = []
     for topic_data in request.topic_data:
@@ -69,6 +70,13 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                     entry["error_message"] = result.error_message
                 if acks == -1 and result.error_code == 0:
                     pending.append((name, index, entry, result.last_offset + 1))
+                if stats is not None:
+                    if result.error_code == 0:
+                        # One count per batch set: offsets say how many records it held.
+                        count = result.last_offset - result.base_offset + 1
+                        stats.produced(name, count, len(partition_data.records))
+                    else:
+                        stats.produce_failed(name)
             partitions.append(entry)
         responses.append({"name": name, "partition_responses": partitions})
     if pending:
@@ -107,7 +115,7 @@ async def _await_replication(
 
     if not ready() and timeout_ms > 0:
         keys = list({(topic, index) for topic, index, _entry, _required in pending})
-        await server.wait_for_data(keys, timeout_ms, ready)
+        await server.wait_for_data(keys, timeout_ms, ready, "Produce")
     for (_topic, _index, entry, _required), status in zip(pending, statuses(), strict=True):
         if status is None:
             entry["error_code"] = ErrorCode.request_timed_out
