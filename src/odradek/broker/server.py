@@ -49,7 +49,7 @@ from odradek.broker.network import (
     current_listener,
 )
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.producer_ids import ProducerIdManager, ProducerIds, ZkProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.security.hooks import ListenerHooks
@@ -138,7 +138,7 @@ class KafkaServer:
         self.metadata: MetadataStore
         self.replica_manager: ReplicaManager
         self.topics: TopicManager
-        self.producer_ids: ProducerIdManager
+        self.producer_ids: ProducerIds
         self.network: NetworkServer
 
     # Lifecycle ----------------------------------------------------------------------
@@ -205,7 +205,12 @@ class KafkaServer:
             )
             for api_key, cluster_handler in self.cluster_parts.handlers().items():
                 self._handlers[api_key] = _unbound(cluster_handler)
-        self.producer_ids = ProducerIdManager(self.data_dir)
+        # A cluster claims blocks of producer ids in ZooKeeper so brokers never share one.
+        self.producer_ids = (
+            ProducerIdManager(self.data_dir)
+            if self.cluster is None
+            else ZkProducerIdManager(self.cluster.zk, self.broker_id)
+        )
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
             self.cleaner = LogCleaner(

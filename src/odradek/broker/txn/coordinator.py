@@ -24,16 +24,18 @@ The protocol (errors as Kafka's):
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.group.partitioning import partition_for
+from odradek.broker.producer_ids import ProducerIdsUnavailable
 from odradek.broker.txn.log_records import (
     CorruptTxnRecordError,
     decode_key,
@@ -99,7 +101,7 @@ class TransactionCoordinator:
         self,
         state_log: StateLog,
         markers: MarkerWriter,
-        next_producer_id: Callable[[], int],
+        next_producer_id: Callable[[], Awaitable[int] | int],
         config: TxnConfig,
         *,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -249,10 +251,21 @@ class TransactionCoordinator:
         now = self.clock()
         meta = self._txns.get(transactional_id)
         if meta is None:
+            try:
+                new_id = await self._new_producer_id()
+            except ProducerIdsUnavailable:
+                return InitResult(ErrorCode.coordinator_load_in_progress)
+            # Claiming ids may have waited on ZooKeeper: the partition may have moved, or
+            # a concurrent InitProducerId may have created the id meanwhile.
+            error = self.coordinator_error(transactional_id)
+            if error is not None:
+                return InitResult(error)
+            meta = self._txns.get(transactional_id)
+        if meta is None:
             meta = TransactionMetadata(
                 transactional_id,
                 TxnSnapshot(
-                    producer_id=self.next_producer_id(),
+                    producer_id=new_id,
                     producer_epoch=NO_PRODUCER_EPOCH,
                     timeout_ms=timeout_ms,
                     state=TxnState.EMPTY,
@@ -289,7 +302,12 @@ class TransactionCoordinator:
             # A retry of a bump that already happened: answer the same epoch again.
             return InitResult(ErrorCode.none, current.producer_id, current.producer_epoch)
         if current.producer_epoch >= MAX_EPOCH - 1:
-            producer_id, epoch = self.next_producer_id(), 0
+            try:
+                producer_id, epoch = await self._new_producer_id(), 0
+            except ProducerIdsUnavailable:
+                return InitResult(ErrorCode.coordinator_load_in_progress)
+            if meta.pending_state is not None or self._txns.get(transactional_id) is not meta:
+                return InitResult(ErrorCode.concurrent_transactions)
         else:
             producer_id, epoch = current.producer_id, current.producer_epoch + 1
         snapshot = meta.prepare(
@@ -306,6 +324,10 @@ class TransactionCoordinator:
         if error is not ErrorCode.none:
             return InitResult(error)
         return InitResult(ErrorCode.none, producer_id, epoch)
+
+    async def _new_producer_id(self) -> int:
+        produced = self.next_producer_id()
+        return await produced if inspect.isawaitable(produced) else produced  # type: ignore[return-value]
 
     # == AddPartitionsToTxn / AddOffsetsToTxn =============================================
 

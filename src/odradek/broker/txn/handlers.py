@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.group.coordinator import OffsetCommitRequestData
 from odradek.broker.group.partitioning import partition_for
 from odradek.broker.handlers.common import respond
+from odradek.broker.producer_ids import ProducerIdsUnavailable, init_producer
 from odradek.broker.txn.coordinator import TransactionCoordinator
 from odradek.broker.txn.markers import append_marker
 from odradek.broker.txn.state import STATE_BY_NAME
@@ -74,10 +75,16 @@ def _coordinator(server: KafkaServer) -> TransactionCoordinator:
 async def handle_init_producer_id(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     txn_id = getattr(request, "transactional_id", None)
     if txn_id is None:
-        producer_id, epoch = server.producer_ids.init_producer(
-            int(getattr(request, "producer_id", -1)), int(getattr(request, "producer_epoch", -1))
-        )
-        result_error, result_pid, result_epoch = ErrorCode.none, producer_id, epoch
+        try:
+            producer_id, epoch = await init_producer(
+                server.producer_ids,
+                int(getattr(request, "producer_id", -1)),
+                int(getattr(request, "producer_epoch", -1)),
+            )
+            result_error, result_pid, result_epoch = ErrorCode.none, producer_id, epoch
+        except ProducerIdsUnavailable:
+            # Retriable, as Kafka answers while its broker waits for a block of ids.
+            result_error, result_pid, result_epoch = ErrorCode.coordinator_load_in_progress, -1, -1
     else:
         await server.txn.ensure_state_topic()
         result = await _coordinator(server).init_producer_id(

@@ -34,7 +34,7 @@ class TransactionService:
         self.coordinator = TransactionCoordinator(
             self.state_topic,
             self.markers,
-            server.producer_ids.next_id,
+            server.producer_ids.generate,
             TxnConfig.from_broker_config(server.config.get),
         )
         self._tasks: list[asyncio.Task[None]] = []
