@@ -220,6 +220,9 @@ class ClusterParts:
     configs: ClusterConfigHandlers
     internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
     coordinators: InternalTopicCoordinators | None = None
+    # broker id -> (host, port) to reach it from another broker (replica fetchers and the
+    # transaction marker channel); None while the cache does not know it.
+    address_of: Callable[[int], tuple[str, int] | None] = lambda _broker: None
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -289,6 +292,7 @@ def install(
         ClusterConfigHandlers(configs),
         leadership,
         coordinators,
+        address_of,
     )
 
 

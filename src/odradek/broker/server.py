@@ -439,6 +439,8 @@ class KafkaServer:
         self._spawn(self.txn.start(), "load-transaction-state")
 
     async def _transaction_node(self, transactional_id: str) -> Any:
+        if self.cluster_parts is not None:
+            return self.txn.coordinator_node(transactional_id)  # the state partition's leader
         await self.txn.ensure_state_topic()
         error = self.txn.coordinator.coordinator_error(transactional_id)
         if error is not None:

@@ -144,9 +144,27 @@ class TransactionCoordinator:
     def transaction(self, transactional_id: str) -> TransactionMetadata | None:
         return self._txns.get(transactional_id)
 
-    async def load_partition(self, partition: int) -> None:
-        if partition in self._owned or partition in self._loading:
+    def schedule_load(self, partition: int, leader_epoch: int) -> bool:
+        """This broker became the partition's leader (at ``leader_epoch``): True if the
+        caller must now run :meth:`load_partition`; its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS from now on. A partition already loaded (the
+        controller bumped the epoch of a leader that did not change, e.g. when a follower
+        died) only takes the new coordinator epoch."""
+        if partition in self._owned:
+            for meta in self._txns.values():
+                if self.partition_for(meta.transactional_id) == partition:
+                    meta.coordinator_epoch = max(meta.coordinator_epoch, leader_epoch)
+            return False
+        if partition in self._loading:
+            return False
+        self._loading.add(partition)
+        return True
+
+    async def load_partition(self, partition: int, leader_epoch: int | None = None) -> None:
+        if partition in self._owned:
             return
+        if partition in self._loading and leader_epoch is None:
+            return  # a load is under way
         epoch = self._partition_epoch.get(partition, 0) + 1
         self._partition_epoch[partition] = epoch
         self._loading.add(partition)
@@ -175,6 +193,8 @@ class TransactionCoordinator:
             if self._partition_epoch.get(partition) != epoch:
                 return
             coordinator_epoch = self.log.leader_epoch(partition)
+            if leader_epoch is not None:
+                coordinator_epoch = max(coordinator_epoch, leader_epoch)
             for txn_id, snapshot in loaded.items():
                 if snapshot.state is TxnState.DEAD:
                     continue
@@ -415,6 +435,7 @@ class TransactionCoordinator:
         if delay > 0:
             await asyncio.sleep(delay)
         attempt = 0
+        remaining = set(meta.current.partitions)
         while self._txns.get(meta.transactional_id) is meta:
             current = meta.current
             results = await self.markers.write_markers(
@@ -422,13 +443,27 @@ class TransactionCoordinator:
                 producer_epoch=current.producer_epoch,
                 coordinator_epoch=meta.coordinator_epoch,
                 commit=commit,
-                partitions=current.partitions,
+                partitions=remaining,
             )
-            if all(code == 0 for code in results.values()):
+            remaining = {tp for tp, code in results.items() if code != 0}
+            if not remaining:
                 break
+            fenced = {tp: code for tp, code in results.items() if code in _MARKERS_FENCED}
+            if fenced:
+                # A newer coordinator (or producer epoch) has taken over: this one must not
+                # complete the transaction; it is about to lose the partition (Kafka drops
+                # the pending markers the same way).
+                log.warning(
+                    "markers of %s were fenced (%s): leaving the transaction to the new "
+                    "coordinator",
+                    meta.transactional_id,
+                    fenced,
+                )
+                return
             attempt += 1
-            # A partition that cannot take its marker now (storage offline, ...): retry, as
-            # Kafka's marker channel does, until it can or the id moves away.
+            # A partition that cannot take its marker now (its leader moved, storage
+            # offline, ...): retry just those, as Kafka's marker channel does, until they
+            # can or the id moves away.
             await asyncio.sleep(min(0.1 * attempt, 2.0))
         else:
             return
@@ -511,6 +546,10 @@ class TransactionCoordinator:
 def _with(snapshot: TxnSnapshot, **changes: object) -> TxnSnapshot:
     return replace(snapshot, **changes)  # type: ignore[arg-type]
 
+
+# Marker errors that mean this coordinator is stale: INVALID_PRODUCER_EPOCH,
+# TRANSACTION_COORDINATOR_FENCED.
+_MARKERS_FENCED = frozenset({47, 52})
 
 # Append failures (Kafka error codes) and what a transactional client is told instead, as
 # Kafka's TransactionStateManager maps them: retry elsewhere or later.

@@ -11,6 +11,7 @@ UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -116,7 +117,7 @@ async def handle_add_partitions_to_txn(
     wanted = [
         (topic.name, int(p)) for topic in request.v3_and_below_topics for p in topic.partitions
     ]
-    unknown = {tp for tp in wanted if server.replica_manager.partition(tp[0], tp[1]) is None}
+    unknown = {tp for tp in wanted if not server.txn.partition_exists(tp[0], tp[1])}
     if unknown:
         errors = {
             tp: ErrorCode.unknown_topic_or_partition
@@ -181,15 +182,21 @@ async def handle_txn_offset_commit(server: KafkaServer, ctx: RequestContext, req
         for topic in request.topics
         for p in topic.partitions
     }
-    # Kafka checks the transaction first: the producer must own the transactional id.
-    error, meta = _coordinator(server).check_producer(
-        request.transactional_id, int(request.producer_id), int(request.producer_epoch)
-    )
-    offsets_partition = partition_for(request.group_id, server.offsets_topic.num_partitions)
-    if meta is not None and (OFFSETS_TOPIC, offsets_partition) not in meta.current.partitions:
-        # AddOffsetsToTxn must come first: it puts the group's partition in the transaction.
-        error, meta = ErrorCode.invalid_txn_state, None
-    if meta is None:
+    coordinator = _coordinator(server)
+    error = ErrorCode.none
+    local = server.cluster_parts is None
+    if local or coordinator.coordinator_error(request.transactional_id) is None:
+        # This broker coordinates the transaction too (always so on a single broker): the
+        # producer must own the id, and AddOffsetsToTxn must have come first. In a cluster
+        # the group's coordinator is often another broker, which (as Kafka's) relies on the
+        # producer's epoch in the offsets partition instead.
+        error, meta = coordinator.check_producer(
+            request.transactional_id, int(request.producer_id), int(request.producer_epoch)
+        )
+        offsets_partition = partition_for(request.group_id, server.offsets_topic.num_partitions)
+        if meta is not None and (OFFSETS_TOPIC, offsets_partition) not in meta.current.partitions:
+            error = ErrorCode.invalid_txn_state
+    if error is not ErrorCode.none:
         results = dict.fromkeys(offsets, error)
     else:
         results = await server.txn.offsets.commit(
@@ -216,25 +223,41 @@ async def handle_txn_offset_commit(server: KafkaServer, ctx: RequestContext, req
 
 
 async def handle_write_txn_markers(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    markers = []
-    for marker in request.markers:
-        topics = []
-        for topic in marker.topics:
-            partitions = []
-            for index in topic.partition_indexes:
-                code = append_marker(
-                    server.replica_manager,
-                    topic.name,
-                    int(index),
-                    producer_id=int(marker.producer_id),
-                    producer_epoch=int(marker.producer_epoch),
-                    coordinator_epoch=int(marker.coordinator_epoch),
-                    commit=bool(marker.transaction_result),
-                    on_offsets_marker=server.txn.offsets.complete,
-                )
-                partitions.append({"partition_index": int(index), "error_code": ErrorCode(code)})
-            topics.append({"name": topic.name, "partitions": partitions})
-        markers.append({"producer_id": int(marker.producer_id), "topics": topics})
+    # Every marker is appended first, then all wait for their replicas together (a cluster
+    # answers once each partition's in-sync replicas have its marker, as Kafka does).
+    jobs = [
+        (
+            marker,
+            topic,
+            int(index),
+            append_marker(
+                server.replica_manager,
+                topic.name,
+                int(index),
+                producer_id=int(marker.producer_id),
+                producer_epoch=int(marker.producer_epoch),
+                coordinator_epoch=int(marker.coordinator_epoch),
+                commit=bool(marker.transaction_result),
+                on_offsets_marker=server.txn.offsets.complete,
+                wait_replicated=server.txn.wait_replicated,
+            ),
+        )
+        for marker in request.markers
+        for topic in marker.topics
+        for index in topic.partition_indexes
+    ]
+    codes = await asyncio.gather(*(job for *_rest, job in jobs))
+    markers: list[dict[str, Any]] = []
+    by_marker: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for (marker, topic, index, _job), code in zip(jobs, codes, strict=True):
+        if id(marker) not in by_marker:
+            by_marker[id(marker)] = topics = {}
+            markers.append({"producer_id": int(marker.producer_id), "topics": topics})
+        by_marker[id(marker)].setdefault(topic.name, []).append(
+            {"partition_index": index, "error_code": ErrorCode(code)}
+        )
+    for entry in markers:
+        entry["topics"] = [{"name": n, "partitions": p} for n, p in entry["topics"].items()]
     return respond(ctx, {"markers": markers})
 
 
