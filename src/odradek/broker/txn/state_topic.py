@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from odradek.broker.internal_topics import InternalTopicSpec
+from odradek.broker.txn.markers import ReplicationWait
 from odradek.cluster.metadata import MetadataError
 from odradek.records.batch import Record, build_batch, decode_batches
 from odradek.records.validation import uncompressed_limit
@@ -42,9 +43,15 @@ class TxnStateAppendError(Exception):
 
 class TxnStateTopic:
     def __init__(
-        self, server: KafkaServer, cluster_count: Callable[[], int | None] | None = None
+        self,
+        server: KafkaServer,
+        cluster_count: Callable[[], int | None] | None = None,
+        wait_replicated: ReplicationWait | None = None,
     ) -> None:
         self._server = server
+        # acks=all: a transition counts once every in-sync replica has it, so the leader
+        # that takes over after a crash loads what the clients were told.
+        self._wait_replicated = wait_replicated
         self._num_partitions: int = server.config.get("transaction.state.log.num.partitions")
         # Cluster mode: the partition count the metadata cache knows, None before the
         # topic exists; the topic is then created through ZooKeeper (InternalTopicSpec).
@@ -130,6 +137,14 @@ class TxnStateTopic:
                 result.error_code,
                 result.error_message or f"append to {TRANSACTION_STATE_TOPIC}-{partition} failed",
             )
+        if self._wait_replicated is not None:
+            code = await self._wait_replicated(
+                TRANSACTION_STATE_TOPIC, partition, result.last_offset + 1
+            )
+            if code != 0:
+                raise TxnStateAppendError(
+                    code, f"{TRANSACTION_STATE_TOPIC}-{partition}: not replicated ({code})"
+                )
         return result.base_offset + len(records) - 1
 
     def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
