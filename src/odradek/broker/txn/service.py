@@ -45,7 +45,7 @@ class TransactionService:
             None
             if coordinators is None
             else lambda: coordinators.partition_count(TRANSACTION_STATE_TOPIC),
-            self.wait_replicated,
+            None if parts is None else self.wait_replicated,
         )
         self.offsets = TxnOffsetCommits(server.group_coordinator)
         self.markers: LocalMarkerWriter | ClusterMarkerWriter
