@@ -18,12 +18,15 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
 
 from odradek.broker.group.partitioning import partition_for
 from tests.helpers.cluster import BrokerCluster, wait_for
+from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 
@@ -31,6 +34,7 @@ WAIT_S = 60
 STATE = "__transaction_state"
 OFFSETS = "__consumer_offsets"
 PARTITIONS = 50  # transaction.state.log.num.partitions and offsets.topic.num.partitions
+FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
 OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
 
@@ -176,10 +180,26 @@ def test_transaction_across_brokers_commit_and_abort(cluster: BrokerCluster) -> 
     config = cluster.zk.get_entity_config("topics", STATE)
     assert config["min.insync.replicas"] == "2"
     assert config["cleanup.policy"] == "compact"
-    # Every broker names the same coordinator: the leader of the id's state partition,
-    # and it coordinates only there (the others answer NOT_COORDINATOR to librdkafka,
-    # which the successful transactions above depended on).
-    assert len({state_leader(cluster, "across", b) for b in (1, 2, 3)}) == 1
+    # Every broker names the leader of the id's state partition as its coordinator, and
+    # only that broker coordinates it.
+    leader = state_leader(cluster, "across", 1)
+    for broker_id, broker in cluster.brokers.items():
+        raw = RawClient(broker.port)
+        found: Any = raw.call(FIND_COORDINATOR, 3, {"key": "across", "key_type": 1})
+        assert (found.error_code, found.node_id) == (ErrorCode.none, leader)
+        init: Any = raw.call(
+            INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": "across",
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        expected = ErrorCode.none if broker_id == leader else ErrorCode.not_coordinator
+        assert init.error_code == expected
+        raw.sock.close()
     producer.flush(1)
 
 
