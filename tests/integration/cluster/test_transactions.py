@@ -183,6 +183,7 @@ def test_transaction_across_brokers_commit_and_abort(cluster: BrokerCluster) -> 
     # Every broker names the leader of the id's state partition as its coordinator, and
     # only that broker coordinates it.
     leader = state_leader(cluster, "across", 1)
+    idempotent_ids: dict[int, int] = {}
     for broker_id, broker in cluster.brokers.items():
         raw = RawClient(broker.port)
         found: Any = raw.call(FIND_COORDINATOR, 3, {"key": "across", "key_type": 1})
@@ -199,7 +200,24 @@ def test_transaction_across_brokers_commit_and_abort(cluster: BrokerCluster) -> 
         )
         expected = ErrorCode.none if broker_id == leader else ErrorCode.not_coordinator
         assert init.error_code == expected
+        # An idempotent producer's id comes from this broker's block in ZooKeeper.
+        idempotent: Any = raw.call(
+            INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        assert idempotent.error_code == ErrorCode.none
+        idempotent_ids[broker_id] = int(idempotent.producer_id)
         raw.sock.close()
+    # Three brokers, three blocks of 1,000: no id handed out twice.
+    assert len({pid // 1000 for pid in idempotent_ids.values()}) == 3, idempotent_ids
+    latest, _version = cluster.zk.get_producer_id_block()
+    assert latest is not None and latest.size == 1000
     producer.flush(1)
 
 
