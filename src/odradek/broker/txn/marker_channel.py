@@ -156,6 +156,9 @@ class _Destination:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        for pending in self._queue:  # never sent: their transactions stop waiting
+            pending.answer.cancel()
+        self._queue.clear()
         self.close()
 
 
