@@ -83,3 +83,35 @@ def test_list_describe_and_abort(tmp_path: Path) -> None:
         )
     finally:
         broker.stop()
+
+
+def test_describe_an_id_without_an_open_transaction(tmp_path: Path) -> None:
+    # Its coordinator answers transaction_start_time -1 (as Kafka does), which the
+    # response decoder used to refuse as a "negative timestamp".
+    broker = BrokerProcess(
+        tmp_path / "data", overrides={"transaction.state.log.num.partitions": "2"}
+    ).start()
+    try:
+        bs = broker.bootstrap
+        topic = f"t-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=WAIT_S)
+        producer = Producer({"bootstrap.servers": bs, "transactional.id": "done-txn"})
+        producer.init_transactions(WAIT_S)
+        producer.begin_transaction()
+        producer.produce(topic, b"v", partition=0)
+        producer.commit_transaction(WAIT_S)
+
+        described = odradek(
+            "transactions", "describe", "-b", bs, "--transactional-id", "done-txn"
+        ).check()
+        header = described.lines[0].split()
+        row = described.lines[1].split()
+        values = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
+        assert values["TransactionState"] == "CompleteCommit"
+        assert values["CurrentTransactionStartTimeMs"] == "None"
+        assert values["TransactionDurationMs"] == "None"
+        assert values["TopicPartitions"] == ""
+        producer.flush(1)
+    finally:
+        broker.stop()

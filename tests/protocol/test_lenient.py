@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
+from odradek.protocol.build import build
 from odradek.protocol.lenient import read_entity
 from odradek.protocol.primitives import uvarint
 from odradek.protocol.schemas import request_type as load_request_schema
@@ -75,3 +76,34 @@ def test_truncated_tag_is_an_error() -> None:
     request_type = load_request_schema(FETCH, 12)
     with pytest.raises(Exception):  # noqa: B017 - kio's or our own decode error
         read_entity(request_type, b"\x00" * 20 + b"\x01\x07\x50", 0)
+
+
+
+def test_negative_timestamp_reads_as_the_plain_number() -> None:
+    # DescribeTransactions of an id with no open transaction: Kafka writes start time -1.
+
+    response_type = load_response_schema(65, 0)
+    state = {
+        "error_code": ErrorCode.none,
+        "transactional_id": "t",
+        "transaction_state": "CompleteCommit",
+        "transaction_timeout": 60000,
+        "producer_id": 7,
+        "producer_epoch": 0,
+        "topics": [],
+    }
+    for start, expected in (
+        (-1, -1),
+        (1_700_000_000_000, datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)),
+    ):
+        entity = build(
+            response_type,
+            {
+                "throttle_time": 0,
+                "transaction_states": [{**state, "transaction_start_time": start}],
+            },
+        )
+        buffer = io.BytesIO()
+        entity_writer(response_type)(buffer, entity)
+        decoded, _end = read_entity(response_type, buffer.getvalue(), 0)
+        assert decoded.transaction_states[0].transaction_start_time == expected

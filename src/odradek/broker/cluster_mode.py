@@ -224,6 +224,9 @@ class ClusterParts:
     internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
     coordinators: InternalTopicCoordinators | None = None
     reassignments: ReassignmentHandlers = field(default_factory=ReassignmentHandlers)
+    # broker id -> (host, port) to reach it from another broker (replica fetchers and the
+    # transaction marker channel); None while the cache does not know it.
+    address_of: Callable[[int], tuple[str, int] | None] = lambda _broker: None
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -309,6 +312,7 @@ def install(
         ClusterConfigHandlers(configs),
         leadership,
         coordinators,
+        address_of,
     )
 
 

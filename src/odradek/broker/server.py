@@ -50,7 +50,7 @@ from odradek.broker.network import (
     current_listener,
 )
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.producer_ids import ProducerIdManager, ProducerIds, ZkProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.security.hooks import ListenerHooks
@@ -143,7 +143,7 @@ class KafkaServer:
         self.metadata: MetadataStore
         self.replica_manager: ReplicaManager
         self.topics: TopicManager
-        self.producer_ids: ProducerIdManager
+        self.producer_ids: ProducerIds
         self.network: NetworkServer
 
     # Lifecycle ----------------------------------------------------------------------
@@ -210,7 +210,12 @@ class KafkaServer:
             )
             for api_key, cluster_handler in self.cluster_parts.handlers().items():
                 self._handlers[api_key] = _unbound(cluster_handler)
-        self.producer_ids = ProducerIdManager(self.data_dir)
+        # A cluster claims blocks of producer ids in ZooKeeper so brokers never share one.
+        self.producer_ids = (
+            ProducerIdManager(self.data_dir)
+            if self.cluster is None
+            else ZkProducerIdManager(self.cluster.zk, self.broker_id)
+        )
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
             self.cleaner = LogCleaner(
@@ -465,6 +470,8 @@ class KafkaServer:
         self._spawn(self.txn.start(), "load-transaction-state")
 
     async def _transaction_node(self, transactional_id: str) -> Any:
+        if self.cluster_parts is not None:
+            return self.txn.coordinator_node(transactional_id)  # the state partition's leader
         await self.txn.ensure_state_topic()
         error = self.txn.coordinator.coordinator_error(transactional_id)
         if error is not None:

@@ -25,9 +25,11 @@ from typing import Any
 from kio._kio_native import (
     get_reader,
     read_compact_array_length,
+    read_datetime_i64,
     read_int8,
     read_int16,
     read_int32,
+    read_int64,
     read_legacy_array_length,
     read_unsigned_varint,
 )
@@ -42,6 +44,18 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
         args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         return args[0], True
     return annotation, False
+
+
+def _read_timestamp_ms(buffer: Any, offset: int) -> tuple[Any, int]:
+    """A non-nullable ``datetime_i64``: a UTC datetime, or the plain int when negative.
+
+    Kafka writes -1 for "no time" there (DescribeTransactions' transaction_start_time of
+    an id with no open transaction); kio's reader refuses negative timestamps, which made
+    a whole valid response undecodable."""
+    millis, size = read_int64(buffer, offset)
+    if millis < 0:
+        return millis, size
+    return read_datetime_i64(buffer, offset)
 
 
 def _array_reader(item: Reader, flexible: bool, nullable: bool, name: str) -> Reader:
@@ -174,6 +188,8 @@ def _plan(entity_type: type) -> tuple[list[tuple[str, Reader]], dict[int, tuple[
             kafka_type = field.metadata["kafka_type"]
             if kafka_type in ("string", "bytes"):
                 reader = _string_reader(kafka_type, flexible, optional, field.name)
+            elif kafka_type == "datetime_i64" and not optional:
+                reader = _read_timestamp_ms
             else:
                 reader = get_reader(kafka_type, flexible, optional)
         if tag is None:

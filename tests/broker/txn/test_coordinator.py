@@ -278,3 +278,101 @@ def test_loading_answers_load_in_progress() -> None:
         assert c.coordinator_error("t") is ErrorCode.not_coordinator
 
     run(scenario())
+
+
+class FlakyMarkers(MemoryMarkers):
+    """Fails the first attempt of each listed partition with its error code."""
+
+    def __init__(self, first_errors: dict[tuple[str, int], int]) -> None:
+        super().__init__()
+        self.first_errors = dict(first_errors)
+
+    async def write_markers(self, *, producer_id, producer_epoch, coordinator_epoch, commit,
+                            partitions):  # fmt: skip
+        parts = frozenset(partitions)
+        self.written.append((producer_id, producer_epoch, coordinator_epoch, commit, parts))
+        return {tp: self.first_errors.pop(tp, 0) for tp in parts}
+
+
+def test_only_failed_markers_are_retried() -> None:
+    async def scenario() -> None:
+        markers = FlakyMarkers({("x", 1): int(ErrorCode.not_leader_or_follower)})
+        c = await loaded(make(markers=markers))
+        pid = (await c.init_producer_id("t", 10_000)).producer_id
+        await c.add_partitions("t", pid, 0, [("x", 0), ("x", 1), ("x", 2)])
+        assert await c.end_txn("t", pid, 0, True) is ErrorCode.none
+        for _ in range(100):  # the retry backs off 0.1 s
+            if c.transaction("t").state is TxnState.COMPLETE_COMMIT:
+                break
+            await asyncio.sleep(0.02)
+        assert c.transaction("t").state is TxnState.COMPLETE_COMMIT
+        assert [w[4] for w in markers.written] == [
+            frozenset({("x", 0), ("x", 1), ("x", 2)}),
+            frozenset({("x", 1)}),  # the leader moved: that partition alone, again
+        ]
+
+    run(scenario())
+
+
+def test_fenced_markers_leave_the_transaction_to_the_new_coordinator() -> None:
+    async def scenario() -> None:
+        # TRANSACTION_COORDINATOR_FENCED: a newer coordinator wrote to that partition.
+        markers = FlakyMarkers({("x", 0): int(ErrorCode.transaction_coordinator_fenced)})
+        c = await loaded(make(markers=markers))
+        pid = (await c.init_producer_id("t", 10_000)).producer_id
+        await c.add_partitions("t", pid, 0, [("x", 0)])
+        assert await c.end_txn("t", pid, 0, True) is ErrorCode.none
+        await asyncio.sleep(0.3)
+        assert len(markers.written) == 1  # no retry
+        assert c.transaction("t").state is TxnState.PREPARE_COMMIT  # not completed here
+
+    run(scenario())
+
+
+def test_leadership_moves_load_and_unload() -> None:
+    async def scenario() -> None:
+        log, markers = MemoryLog(), MemoryMarkers()
+        c = await loaded(make(log, markers))
+        pid = (await c.init_producer_id("t", 10_000)).producer_id
+        partition = c.partition_for("t")
+        await c.add_partitions("t", pid, 0, [("x", 0)])
+        # Another broker becomes leader of the partition (epoch 7) while this one resigns.
+        c.unload_partition(partition)
+        assert c.coordinator_error("t") is ErrorCode.not_coordinator
+        other = make(log, markers)
+        assert other.schedule_load(partition, 7) is True
+        assert other.coordinator_error("t") is ErrorCode.coordinator_load_in_progress
+        assert other.schedule_load(partition, 7) is False  # one load at a time
+        await other.load_partition(partition, 7)
+        assert other.coordinator_error("t") is None
+        meta = other.transaction("t")
+        assert (meta.state, meta.coordinator_epoch) == (TxnState.ONGOING, 7)
+        # The controller bumps the epoch of a leader that stays (a follower died): the
+        # partition is not loaded again, its ids take the new coordinator epoch.
+        assert other.schedule_load(partition, 9) is False
+        assert other.transaction("t") is meta and meta.coordinator_epoch == 9
+        assert await other.end_txn("t", pid, 0, True) is ErrorCode.none
+        await settle()
+        assert markers.written[-1] == (pid, 0, 9, True, frozenset({("x", 0)}))
+
+    run(scenario())
+
+
+def test_unload_during_load_wins() -> None:
+    async def scenario() -> None:
+        log = MemoryLog()
+        for n in range(1200):  # long enough for the load to yield
+            snapshot = TxnSnapshot(n, 0, 1000, TxnState.EMPTY, frozenset(), -1, 0)
+            log.records.setdefault(0, []).append((encode_key(f"id-{n}"), encode_value(snapshot)))
+        c = make(log)
+        assert c.schedule_load(0, 3)
+        task = asyncio.ensure_future(c.load_partition(0, 3))
+        await asyncio.sleep(0)
+        c.unload_partition(0)
+        await task
+        # The load saw the unload at its next yield and gave up: nothing owned or kept.
+        on_zero = next(f"k{n}" for n in range(100) if c.partition_for(f"k{n}") == 0)
+        assert c.coordinator_error(on_zero) is ErrorCode.not_coordinator
+        assert c.transactions() == []
+
+    run(scenario())

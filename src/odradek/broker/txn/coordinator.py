@@ -24,16 +24,18 @@ The protocol (errors as Kafka's):
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.group.partitioning import partition_for
+from odradek.broker.producer_ids import ProducerIdsUnavailable
 from odradek.broker.txn.log_records import (
     CorruptTxnRecordError,
     decode_key,
@@ -99,7 +101,7 @@ class TransactionCoordinator:
         self,
         state_log: StateLog,
         markers: MarkerWriter,
-        next_producer_id: Callable[[], int],
+        next_producer_id: Callable[[], Awaitable[int] | int],
         config: TxnConfig,
         *,
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -142,9 +144,27 @@ class TransactionCoordinator:
     def transaction(self, transactional_id: str) -> TransactionMetadata | None:
         return self._txns.get(transactional_id)
 
-    async def load_partition(self, partition: int) -> None:
-        if partition in self._owned or partition in self._loading:
+    def schedule_load(self, partition: int, leader_epoch: int) -> bool:
+        """This broker became the partition's leader (at ``leader_epoch``): True if the
+        caller must now run :meth:`load_partition`; its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS from now on. A partition already loaded (the
+        controller bumped the epoch of a leader that did not change, e.g. when a follower
+        died) only takes the new coordinator epoch."""
+        if partition in self._owned:
+            for meta in self._txns.values():
+                if self.partition_for(meta.transactional_id) == partition:
+                    meta.coordinator_epoch = max(meta.coordinator_epoch, leader_epoch)
+            return False
+        if partition in self._loading:
+            return False
+        self._loading.add(partition)
+        return True
+
+    async def load_partition(self, partition: int, leader_epoch: int | None = None) -> None:
+        if partition in self._owned:
             return
+        if partition in self._loading and leader_epoch is None:
+            return  # a load is under way
         epoch = self._partition_epoch.get(partition, 0) + 1
         self._partition_epoch[partition] = epoch
         self._loading.add(partition)
@@ -173,6 +193,8 @@ class TransactionCoordinator:
             if self._partition_epoch.get(partition) != epoch:
                 return
             coordinator_epoch = self.log.leader_epoch(partition)
+            if leader_epoch is not None:
+                coordinator_epoch = max(coordinator_epoch, leader_epoch)
             for txn_id, snapshot in loaded.items():
                 if snapshot.state is TxnState.DEAD:
                     continue
@@ -249,10 +271,21 @@ class TransactionCoordinator:
         now = self.clock()
         meta = self._txns.get(transactional_id)
         if meta is None:
+            try:
+                new_id = await self._new_producer_id()
+            except ProducerIdsUnavailable:
+                return InitResult(ErrorCode.coordinator_load_in_progress)
+            # Claiming ids may have waited on ZooKeeper: the partition may have moved, or
+            # a concurrent InitProducerId may have created the id meanwhile.
+            error = self.coordinator_error(transactional_id)
+            if error is not None:
+                return InitResult(error)
+            meta = self._txns.get(transactional_id)
+        if meta is None:
             meta = TransactionMetadata(
                 transactional_id,
                 TxnSnapshot(
-                    producer_id=self.next_producer_id(),
+                    producer_id=new_id,
                     producer_epoch=NO_PRODUCER_EPOCH,
                     timeout_ms=timeout_ms,
                     state=TxnState.EMPTY,
@@ -289,7 +322,12 @@ class TransactionCoordinator:
             # A retry of a bump that already happened: answer the same epoch again.
             return InitResult(ErrorCode.none, current.producer_id, current.producer_epoch)
         if current.producer_epoch >= MAX_EPOCH - 1:
-            producer_id, epoch = self.next_producer_id(), 0
+            try:
+                producer_id, epoch = await self._new_producer_id(), 0
+            except ProducerIdsUnavailable:
+                return InitResult(ErrorCode.coordinator_load_in_progress)
+            if meta.pending_state is not None or self._txns.get(transactional_id) is not meta:
+                return InitResult(ErrorCode.concurrent_transactions)
         else:
             producer_id, epoch = current.producer_id, current.producer_epoch + 1
         snapshot = meta.prepare(
@@ -306,6 +344,10 @@ class TransactionCoordinator:
         if error is not ErrorCode.none:
             return InitResult(error)
         return InitResult(ErrorCode.none, producer_id, epoch)
+
+    async def _new_producer_id(self) -> int:
+        produced = self.next_producer_id()
+        return await produced if inspect.isawaitable(produced) else produced  # type: ignore[return-value]
 
     # == AddPartitionsToTxn / AddOffsetsToTxn =============================================
 
@@ -393,6 +435,7 @@ class TransactionCoordinator:
         if delay > 0:
             await asyncio.sleep(delay)
         attempt = 0
+        remaining = set(meta.current.partitions)
         while self._txns.get(meta.transactional_id) is meta:
             current = meta.current
             results = await self.markers.write_markers(
@@ -400,13 +443,27 @@ class TransactionCoordinator:
                 producer_epoch=current.producer_epoch,
                 coordinator_epoch=meta.coordinator_epoch,
                 commit=commit,
-                partitions=current.partitions,
+                partitions=remaining,
             )
-            if all(code == 0 for code in results.values()):
+            remaining = {tp for tp, code in results.items() if code != 0}
+            if not remaining:
                 break
+            fenced = {tp: code for tp, code in results.items() if code in _MARKERS_FENCED}
+            if fenced:
+                # A newer coordinator (or producer epoch) has taken over: this one must not
+                # complete the transaction; it is about to lose the partition (Kafka drops
+                # the pending markers the same way).
+                log.warning(
+                    "markers of %s were fenced (%s): leaving the transaction to the new "
+                    "coordinator",
+                    meta.transactional_id,
+                    fenced,
+                )
+                return
             attempt += 1
-            # A partition that cannot take its marker now (storage offline, ...): retry, as
-            # Kafka's marker channel does, until it can or the id moves away.
+            # A partition that cannot take its marker now (its leader moved, storage
+            # offline, ...): retry just those, as Kafka's marker channel does, until they
+            # can or the id moves away.
             await asyncio.sleep(min(0.1 * attempt, 2.0))
         else:
             return
@@ -489,6 +546,10 @@ class TransactionCoordinator:
 def _with(snapshot: TxnSnapshot, **changes: object) -> TxnSnapshot:
     return replace(snapshot, **changes)  # type: ignore[arg-type]
 
+
+# Marker errors that mean this coordinator is stale: INVALID_PRODUCER_EPOCH,
+# TRANSACTION_COORDINATOR_FENCED.
+_MARKERS_FENCED = frozenset({47, 52})
 
 # Append failures (Kafka error codes) and what a transactional client is told instead, as
 # Kafka's TransactionStateManager maps them: retry elsewhere or later.

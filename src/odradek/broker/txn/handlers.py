@@ -11,6 +11,7 @@ UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.group.coordinator import OffsetCommitRequestData
 from odradek.broker.group.partitioning import partition_for
 from odradek.broker.handlers.common import respond
+from odradek.broker.producer_ids import ProducerIdsUnavailable, init_producer
 from odradek.broker.txn.coordinator import TransactionCoordinator
 from odradek.broker.txn.markers import append_marker
 from odradek.broker.txn.state import STATE_BY_NAME
@@ -74,10 +76,16 @@ def _coordinator(server: KafkaServer) -> TransactionCoordinator:
 async def handle_init_producer_id(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     txn_id = getattr(request, "transactional_id", None)
     if txn_id is None:
-        producer_id, epoch = server.producer_ids.init_producer(
-            int(getattr(request, "producer_id", -1)), int(getattr(request, "producer_epoch", -1))
-        )
-        result_error, result_pid, result_epoch = ErrorCode.none, producer_id, epoch
+        try:
+            producer_id, epoch = await init_producer(
+                server.producer_ids,
+                int(getattr(request, "producer_id", -1)),
+                int(getattr(request, "producer_epoch", -1)),
+            )
+            result_error, result_pid, result_epoch = ErrorCode.none, producer_id, epoch
+        except ProducerIdsUnavailable:
+            # Retriable, as Kafka answers while its broker waits for a block of ids.
+            result_error, result_pid, result_epoch = ErrorCode.coordinator_load_in_progress, -1, -1
     else:
         await server.txn.ensure_state_topic()
         result = await _coordinator(server).init_producer_id(
@@ -109,7 +117,7 @@ async def handle_add_partitions_to_txn(
     wanted = [
         (topic.name, int(p)) for topic in request.v3_and_below_topics for p in topic.partitions
     ]
-    unknown = {tp for tp in wanted if server.replica_manager.partition(tp[0], tp[1]) is None}
+    unknown = {tp for tp in wanted if not server.txn.partition_exists(tp[0], tp[1])}
     if unknown:
         errors = {
             tp: ErrorCode.unknown_topic_or_partition
@@ -174,15 +182,21 @@ async def handle_txn_offset_commit(server: KafkaServer, ctx: RequestContext, req
         for topic in request.topics
         for p in topic.partitions
     }
-    # Kafka checks the transaction first: the producer must own the transactional id.
-    error, meta = _coordinator(server).check_producer(
-        request.transactional_id, int(request.producer_id), int(request.producer_epoch)
-    )
-    offsets_partition = partition_for(request.group_id, server.offsets_topic.num_partitions)
-    if meta is not None and (OFFSETS_TOPIC, offsets_partition) not in meta.current.partitions:
-        # AddOffsetsToTxn must come first: it puts the group's partition in the transaction.
-        error, meta = ErrorCode.invalid_txn_state, None
-    if meta is None:
+    coordinator = _coordinator(server)
+    error = ErrorCode.none
+    local = server.cluster_parts is None
+    if local or coordinator.coordinator_error(request.transactional_id) is None:
+        # This broker coordinates the transaction too (always so on a single broker): the
+        # producer must own the id, and AddOffsetsToTxn must have come first. In a cluster
+        # the group's coordinator is often another broker, which (as Kafka's) relies on the
+        # producer's epoch in the offsets partition instead.
+        error, meta = coordinator.check_producer(
+            request.transactional_id, int(request.producer_id), int(request.producer_epoch)
+        )
+        offsets_partition = partition_for(request.group_id, server.offsets_topic.num_partitions)
+        if meta is not None and (OFFSETS_TOPIC, offsets_partition) not in meta.current.partitions:
+            error = ErrorCode.invalid_txn_state
+    if error is not ErrorCode.none:
         results = dict.fromkeys(offsets, error)
     else:
         results = await server.txn.offsets.commit(
@@ -209,25 +223,41 @@ async def handle_txn_offset_commit(server: KafkaServer, ctx: RequestContext, req
 
 
 async def handle_write_txn_markers(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    markers = []
-    for marker in request.markers:
-        topics = []
-        for topic in marker.topics:
-            partitions = []
-            for index in topic.partition_indexes:
-                code = append_marker(
-                    server.replica_manager,
-                    topic.name,
-                    int(index),
-                    producer_id=int(marker.producer_id),
-                    producer_epoch=int(marker.producer_epoch),
-                    coordinator_epoch=int(marker.coordinator_epoch),
-                    commit=bool(marker.transaction_result),
-                    on_offsets_marker=server.txn.offsets.complete,
-                )
-                partitions.append({"partition_index": int(index), "error_code": ErrorCode(code)})
-            topics.append({"name": topic.name, "partitions": partitions})
-        markers.append({"producer_id": int(marker.producer_id), "topics": topics})
+    # Every marker is appended first, then all wait for their replicas together (a cluster
+    # answers once each partition's in-sync replicas have its marker, as Kafka does).
+    jobs = [
+        (
+            marker,
+            topic,
+            int(index),
+            append_marker(
+                server.replica_manager,
+                topic.name,
+                int(index),
+                producer_id=int(marker.producer_id),
+                producer_epoch=int(marker.producer_epoch),
+                coordinator_epoch=int(marker.coordinator_epoch),
+                commit=bool(marker.transaction_result),
+                on_offsets_marker=server.txn.offsets.complete,
+                wait_replicated=server.txn.wait_replicated,
+            ),
+        )
+        for marker in request.markers
+        for topic in marker.topics
+        for index in topic.partition_indexes
+    ]
+    codes = await asyncio.gather(*(job for *_rest, job in jobs))
+    markers: list[dict[str, Any]] = []
+    by_marker: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for (marker, topic, index, _job), code in zip(jobs, codes, strict=True):
+        if id(marker) not in by_marker:
+            by_marker[id(marker)] = topics = {}
+            markers.append({"producer_id": int(marker.producer_id), "topics": topics})
+        by_marker[id(marker)].setdefault(topic.name, []).append(
+            {"partition_index": index, "error_code": ErrorCode(code)}
+        )
+    for entry in markers:
+        entry["topics"] = [{"name": n, "partitions": p} for n, p in entry["topics"].items()]
     return respond(ctx, {"markers": markers})
 
 

@@ -11,7 +11,7 @@ WriteTxnMarkers to each partition's leader; the receiving broker appends the sam
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -29,6 +29,9 @@ TopicPartition = tuple[str, int]
 # Told when a marker lands in a __consumer_offsets partition (pending transactional offset
 # commits of that producer become visible or are dropped): (partition, producer id, commit).
 OffsetsMarkerHook = Callable[[int, int, bool], None]
+# (topic, partition, offset) -> error code once the partition's high watermark reaches the
+# offset (0), or why it did not (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, ...).
+ReplicationWait = Callable[[str, int, int], Awaitable[int]]
 
 
 class MarkerWriter(Protocol):
@@ -45,7 +48,7 @@ class MarkerWriter(Protocol):
         ...
 
 
-def append_marker(
+async def append_marker(
     replica_manager: ReplicaManager,
     topic: str,
     partition: int,
@@ -55,8 +58,12 @@ def append_marker(
     coordinator_epoch: int,
     commit: bool,
     on_offsets_marker: OffsetsMarkerHook | None = None,
+    wait_replicated: ReplicationWait | None = None,
 ) -> int:
-    """Append one marker to a local partition; its Kafka error code."""
+    """Append one marker to a local partition; its Kafka error code. With
+    ``wait_replicated`` (a cluster), only once every in-sync replica has it (acks=all, as
+    Kafka appends markers): a marker lost with its leader would leave the transaction
+    open in that partition for good."""
     hosted = replica_manager.partition(topic, partition)
     try:
         batch = build_end_txn_marker(
@@ -73,6 +80,10 @@ def append_marker(
     result = replica_manager.append(
         topic, partition, batch, required_acks=-1, origin=ORIGIN_COORDINATOR
     )
+    if result.error_code == 0 and wait_replicated is not None:
+        code = await wait_replicated(topic, partition, result.last_offset + 1)
+        if code != 0:
+            return code
     if result.error_code == 0 and topic == OFFSETS_TOPIC and on_offsets_marker is not None:
         on_offsets_marker(partition, producer_id, commit)
     return result.error_code
@@ -98,7 +109,7 @@ class LocalMarkerWriter:
     ) -> dict[TopicPartition, int]:
         results: dict[TopicPartition, int] = {}
         for topic, partition in sorted(partitions):
-            error = append_marker(
+            error = await append_marker(
                 self._replica_manager,
                 topic,
                 partition,
@@ -107,7 +118,7 @@ class LocalMarkerWriter:
                 coordinator_epoch=coordinator_epoch,
                 commit=commit,
                 on_offsets_marker=self.on_offsets_marker,
-            )
+            )  # the embedded broker's high watermark follows every append at once
             if error == UNKNOWN_TOPIC_OR_PARTITION:
                 # The topic was deleted meanwhile: there is nothing left to mark (Kafka
                 # drops such partitions from the pending markers too).

@@ -8,14 +8,19 @@ rebuilt on whichever broker leads a partition (load on becoming leader, unload o
 Created on first use with ``transaction.state.log.num.partitions`` partitions,
 ``cleanup.policy=compact``, ``transaction.state.log.segment.bytes`` segments and
 ``min.insync.replicas`` = ``transaction.state.log.min.isr`` (both capped by the brokers
-there are, as Kafka caps the replication factor when it creates the topic).
+there are, as Kafka caps the replication factor when it creates the topic). In a cluster
+it is created through ZooKeeper on the first FindCoordinator(TRANSACTION), with
+``transaction.state.log.replication.factor`` replicas (not capped: fewer live brokers
+than that and the creation waits, as Kafka's does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from odradek.broker.internal_topics import InternalTopicSpec
+from odradek.broker.txn.markers import ReplicationWait
 from odradek.cluster.metadata import MetadataError
 from odradek.records.batch import Record, build_batch, decode_batches
 from odradek.records.validation import uncompressed_limit
@@ -37,11 +42,51 @@ class TxnStateAppendError(Exception):
 
 
 class TxnStateTopic:
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(
+        self,
+        server: KafkaServer,
+        cluster_count: Callable[[], int | None] | None = None,
+        wait_replicated: ReplicationWait | None = None,
+    ) -> None:
         self._server = server
-        self.num_partitions: int = server.config.get("transaction.state.log.num.partitions")
+        # acks=all: a transition counts once every in-sync replica has it, so the leader
+        # that takes over after a crash loads what the clients were told.
+        self._wait_replicated = wait_replicated
+        self._num_partitions: int = server.config.get("transaction.state.log.num.partitions")
+        # Cluster mode: the partition count the metadata cache knows, None before the
+        # topic exists; the topic is then created through ZooKeeper (InternalTopicSpec).
+        self._cluster_count = cluster_count
+
+    @property
+    def num_partitions(self) -> int:
+        if self._cluster_count is not None:
+            return self._cluster_count() or self._num_partitions
+        return self._num_partitions
+
+    @num_partitions.setter
+    def num_partitions(self, value: int) -> None:
+        self._num_partitions = value
+
+    def spec(self) -> InternalTopicSpec:
+        """How a cluster creates the topic (Kafka's TransactionStateManager configs)."""
+        config = self._server.config
+        return InternalTopicSpec(
+            TRANSACTION_STATE_TOPIC,
+            config.get("transaction.state.log.num.partitions"),
+            config.get("transaction.state.log.replication.factor"),
+            "transaction.state.log.replication.factor",
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.get("transaction.state.log.segment.bytes")),
+                "min.insync.replicas": str(config.get("transaction.state.log.min.isr")),
+                "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed",
+            },
+        )
 
     def exists(self) -> bool:
+        if self._cluster_count is not None:
+            return bool(self._cluster_count())
         return self._server.metadata.topic(TRANSACTION_STATE_TOPIC) is not None
 
     def ensure_created(self) -> bool:
@@ -92,16 +137,28 @@ class TxnStateTopic:
                 result.error_code,
                 result.error_message or f"append to {TRANSACTION_STATE_TOPIC}-{partition} failed",
             )
+        if self._wait_replicated is not None:
+            code = await self._wait_replicated(
+                TRANSACTION_STATE_TOPIC, partition, result.last_offset + 1
+            )
+            if code != 0:
+                raise TxnStateAppendError(
+                    code, f"{TRANSACTION_STATE_TOPIC}-{partition}: not replicated ({code})"
+                )
         return result.base_offset + len(records) - 1
 
     def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Every (offset, key, value) from the log start to the high watermark."""
+        """Every (offset, key, value) from the log start to the log end.
+
+        To the log end, not the high watermark (as Kafka's loading): a new leader's high
+        watermark lags until its followers fetch again, and the last transition written
+        with acks=all (a PrepareCommit the client was told about) may lie above it."""
         hosted = self._server.replica_manager.partition(TRANSACTION_STATE_TOPIC, partition)
         if hosted is None:
             return
         log_ = hosted.log
         offset = log_.log_start_offset
-        end = hosted.high_watermark
+        end = log_.log_end_offset
         limit = uncompressed_limit(log_.config.max_message_bytes)
         while offset < end:
             try:

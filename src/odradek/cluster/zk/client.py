@@ -24,6 +24,7 @@ from odradek.cluster.zk.codecs import (
     BrokerRegistration,
     ControllerRegistration,
     PartitionState,
+    ProducerIdBlock,
     TopicAssignment,
     TopicPartition,
     ZNodeDecodeError,
@@ -550,3 +551,25 @@ class ZkClient(ZkSession):
                 sequence = paths.sequence_number(name, paths.ISR_CHANGE_PREFIX)
                 out.append((sequence, decode_isr_change(found[0])))
         return sorted(out, key=lambda item: item[0])
+
+    # --- producer id blocks -------------------------------------------------------
+
+    def get_producer_id_block(self) -> tuple[ProducerIdBlock | None, int]:
+        """The last block handed out (None before the first) and the znode version to
+        compare-and-set; the znode is created empty if missing (Kafka creates it at
+        startup among the persistent paths)."""
+        found = self._get(paths.LATEST_PRODUCER_ID_BLOCK)
+        if found is None:
+            self._call(self._zk.ensure_path, paths.LATEST_PRODUCER_ID_BLOCK)
+            found = self._get(paths.LATEST_PRODUCER_ID_BLOCK)
+            if found is None:
+                raise NoNode(paths.LATEST_PRODUCER_ID_BLOCK)
+        data, stat = found
+        return (ProducerIdBlock.decode(data) if data else None), stat.version
+
+    def set_producer_id_block(self, block: ProducerIdBlock, expected_version: int) -> int:
+        """Claim ``block`` if nobody claimed another since ``expected_version`` was read
+        (StaleVersion otherwise); the new znode version."""
+        return self._conditional_set(
+            paths.LATEST_PRODUCER_ID_BLOCK, block.encode(), expected_version, None
+        )

@@ -26,6 +26,7 @@ __all__ = [
     "BrokerRegistration",
     "ControllerRegistration",
     "PartitionState",
+    "ProducerIdBlock",
     "TopicAssignment",
     "ZNodeDecodeError",
     "random_kafka_uuid",
@@ -457,6 +458,51 @@ def decode_cluster_id(data: bytes | None) -> str:
     if not cluster_id:
         d.fail("id is empty")
     return cluster_id
+
+
+# --- /latest_producer_id_block -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """The last block of producer ids handed to a broker (Kafka's ProducerIdsBlock):
+    ``first`` .. ``last`` inclusive. Kafka writes the two bounds as strings (they are
+    longs) and version 1 as a number."""
+
+    broker_id: int
+    first: int
+    last: int
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+    def encode(self) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "broker": self.broker_id,
+                "block_start": str(self.first),
+                "block_end": str(self.last),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> ProducerIdBlock:
+        d = _Decoder("producer id block /latest_producer_id_block", data)
+        obj = d.obj()
+        d.version(obj, (1,))
+        broker = d.integer(d.get(obj, "broker"), "broker")
+        bounds = []
+        for key in ("block_start", "block_end"):
+            text = d.string(d.get(obj, key), key)
+            if not re.fullmatch(r"-?[0-9]+", text):
+                d.fail(f"{key} {text!r} is not a decimal number")
+            bounds.append(int(text))
+        first, last = bounds
+        if not 0 <= first <= last < 2**63:
+            d.fail(f"block {first}..{last} is not a block of producer ids")
+        return cls(broker, first, last)
 
 
 # --- Kafka's Uuid ---------------------------------------------------------------------
