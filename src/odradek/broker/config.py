@@ -396,6 +396,13 @@ _KEYS: list[ConfigKey] = [
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
     ),
+    ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often high watermarks are written to replication-offset-checkpoint.",
+        _at_least(1),
+    ),
     # Replication (odradek.broker.replica_fetcher), Kafka's names and defaults.
     ConfigKey("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", _at_least(1)),
     ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition per replica fetch."),

@@ -8,6 +8,13 @@ and waking delayed fetches in the purgatory when data arrives.
 With one broker the ISR is just the leader, so the high watermark follows the log end
 offset on every append; the follower bookkeeping is kept general for replication.
 
+High watermarks survive a restart in ``replication-offset-checkpoint`` (Kafka's
+ReplicaManager.checkpointHighWatermarks): written every
+``replica.high.watermark.checkpoint.interval.ms`` and at shutdown, read at start-up, and a
+partition hosted again starts from its checkpointed high watermark (bounded by the log
+start and end offsets) instead of trusting its whole log: a restarted leader must not
+show consumers records its followers never had.
+
 An I/O error while appending or reading takes the partition's log directory offline
 (storage/log_dir_failure.py); while it is offline every partition in it answers
 KAFKA_STORAGE_ERROR to produce and fetch, as Kafka's offline partitions do.
@@ -22,9 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
+from odradek.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
+    CorruptCheckpointError,
     DuplicateSequenceError,
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -87,6 +96,7 @@ class Partition:
         leader_epoch: int = 0,
         broker_id: int = -1,
         clock_ms: Callable[[], float] = lambda: time.time() * 1000,
+        high_watermark: int | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -103,7 +113,13 @@ class Partition:
         # An ISR change being written to ZooKeeper: no second one until it is settled.
         self.isr_update_pending = False
         self._high_watermark = -1
-        self._set_high_watermark(log.log_end_offset)
+        # A checkpointed high watermark, kept within the log (Kafka's updateHighWatermark);
+        # without one the log end (the single broker, where the leader is the whole ISR).
+        if high_watermark is None:
+            high_watermark = log.log_end_offset
+        self._set_high_watermark(
+            min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        )
 
     @property
     def high_watermark(self) -> int:
@@ -159,6 +175,10 @@ class ReplicaManager:
         # Cluster mode: writes an ISR change to ZooKeeper (partition, new ISR, reason) and
         # calls apply_isr_change once it is there; None on the single broker.
         self.isr_writer: Callable[[Partition, set[int], str], None] | None = None
+        self._hw_checkpoint = OffsetCheckpointFile(
+            log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT
+        )
+        self._checkpointed_hw = self._read_hw_checkpoint()
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -247,9 +267,38 @@ class ReplicaManager:
             leader_epoch=leader_epoch,
             broker_id=self.broker_id,
             clock_ms=lambda: self._clock() * 1000,
+            # No entry: 0, as Kafka (the leader moves it up, the follower takes its leader's).
+            high_watermark=self._checkpointed_hw.pop((topic, index), 0),
         )
         self._partitions[(topic, index)] = partition
         return partition
+
+    # High-watermark checkpoint ------------------------------------------------------
+
+    def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            return self._hw_checkpoint.read()
+        except (CorruptCheckpointError, OSError) as exc:
+            # 0 for every partition is safe: leaders move it up from their ISR's log ends.
+            log.error("ignoring %s: %s", self._hw_checkpoint.path, exc)
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's high watermark (and keep the checkpointed ones
+        of logs not hosted again yet) to ``replication-offset-checkpoint``."""
+        if self.log_manager.dir_failure.offline:
+            return
+        entries = {
+            tp: hw
+            for tp, hw in list(self._checkpointed_hw.items())
+            if self.log_manager.get_log(*tp) is not None
+        }
+        for (topic, index), partition in list(self._partitions.items()):
+            entries[(topic, index)] = max(partition.high_watermark, 0)
+        try:
+            self._hw_checkpoint.write(entries)
+        except OSError as exc:
+            self.log_manager.dir_failure.mark_offline(exc)
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host."""
@@ -266,6 +315,8 @@ class ReplicaManager:
             if delete:
                 self.log_manager.delete_log(topic, index)
             elif partition is not None:
+                # Hosted again later: it starts from where it was.
+                self._checkpointed_hw[(topic, index)] = partition.high_watermark
                 partition.log.close()
         finally:
             if self.cleaner is not None:

@@ -371,6 +371,12 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         if self.cleaner is not None:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
+        try:
+            await loop.run_in_executor(
+                self._io_pool, self.replica_manager.checkpoint_high_watermarks
+            )
+        except Exception:
+            log.exception("writing the high-watermark checkpoint failed")
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
         if self.cluster is not None:
@@ -524,6 +530,11 @@ class KafkaServer:
                 "checkpoint",
                 max(1000, self.config.get("log.flush.offset.checkpoint.interval.ms")),
                 self.log_manager.checkpoint,
+            ),
+            (
+                "hw-checkpoint",
+                self.config.get("replica.high.watermark.checkpoint.interval.ms"),
+                self.replica_manager.checkpoint_high_watermarks,
             ),
             # Brings an offline log dir back once a test write succeeds (a no-op online).
             ("log-dir-probe", LOG_DIR_PROBE_INTERVAL_MS, self.log_manager.dir_failure.probe),
