@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
+from odradek.broker.replica_selector import RackAwareReplicaSelector, ReplicaView
 from odradek.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
@@ -82,6 +83,8 @@ class ReadResult:
     regions: list[FileRegion] = field(default_factory=list)
     size: int = 0
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset)
+    # KIP-392: the replica the consumer should fetch from instead (no records then).
+    preferred_read_replica: int = -1
 
 
 class Partition:
@@ -175,6 +178,12 @@ class ReplicaManager:
         # Cluster mode: writes an ISR change to ZooKeeper (partition, new ISR, reason) and
         # calls apply_isr_change once it is there; None on the single broker.
         self.isr_writer: Callable[[Partition, set[int], str], None] | None = None
+        # KIP-392 (cluster mode): replica.selector.class, and each broker's rack from the
+        # metadata cache. Without a selector consumers are served by the leader only.
+        self.replica_selector: RackAwareReplicaSelector | None = None
+        self.broker_rack: Callable[[int], str | None] = lambda _broker_id: None
+        # Consumer reads served while following (fetch from follower), per partition.
+        self.follower_reads: dict[tuple[str, int], int] = {}
         self._hw_checkpoint = OffsetCheckpointFile(
             log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT
         )
@@ -417,16 +426,22 @@ class ReplicaManager:
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
         replica_id: int = -1,
+        client_rack: str | None = None,
     ) -> ReadResult:
         """Consumers read up to the high watermark (or LSO); a follower (``replica_id``
-        >= 0) reads up to the log end, to replicate what is not yet committed."""
+        >= 0) reads up to the log end, to replicate what is not yet committed.
+
+        ``client_rack`` is set for consumer fetches of v11+ (KIP-392): such a consumer
+        may read from a follower (up to the follower's high watermark), and a leader with
+        a replica selector may point it at another replica instead of answering."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return ReadResult(error_code=self.missing_partition_error(topic, index))
         if self.log_manager.dir_failure.offline:
             return ReadResult(error_code=KAFKA_STORAGE_ERROR)
-        if partition.leader_id != self.broker_id:
-            # A follower (cluster mode) serves no client reads.
+        following = partition.leader_id != self.broker_id
+        if following and (client_rack is None or replica_id >= 0):
+            # Followers and consumers without KIP-392 metadata read from the leader only.
             return ReadResult(error_code=NOT_LEADER_OR_FOLLOWER)
         log_ = partition.log
         high_watermark = partition.high_watermark
@@ -436,6 +451,19 @@ class ReplicaManager:
             last_stable_offset=last_stable,
             log_start_offset=log_.log_start_offset,
         )
+        if client_rack is not None and not following:
+            preferred = self.preferred_read_replica(topic, index, fetch_offset, client_rack)
+            if preferred is not None:
+                result.preferred_read_replica = preferred
+                return result
+        if following:
+            reads = self.follower_reads.get((topic, index), 0)
+            if reads == 0:
+                log.info(
+                    "%s-%d: serving consumer fetches as a follower of %d (client rack %r)",
+                    topic, index, partition.leader_id, client_rack,
+                )  # fmt: skip
+            self.follower_reads[(topic, index)] = reads + 1
         upper = last_stable if isolation_level == READ_COMMITTED else high_watermark
         if replica_id >= 0:
             upper = log_.log_end_offset
@@ -504,6 +532,41 @@ class ReplicaManager:
         except StorageError:
             return None  # let the real read report the error
         return info.size
+
+    def preferred_read_replica(
+        self, topic: str, index: int, fetch_offset: int, client_rack: str
+    ) -> int | None:
+        """The replica a consumer in ``client_rack`` should fetch from, if not this leader
+        (Kafka's findPreferredReadReplica): candidates are the ISR followers whose log
+        holds ``fetch_offset``, and the leader itself."""
+        partition = self._partitions.get((topic, index))
+        selector = self.replica_selector
+        if selector is None or partition is None or partition.leader_id != self.broker_id:
+            return None
+        now = self._clock() * 1000
+        leader = ReplicaView(self.broker_id, self.broker_rack(self.broker_id), 0, 0.0)
+        candidates = [leader]
+        for replica, state in partition.followers.followers.items():
+            if (
+                replica in partition.isr
+                and state.log_end_offset >= fetch_offset
+                and partition.log.log_start_offset <= fetch_offset
+            ):
+                candidates.append(
+                    ReplicaView(
+                        replica,
+                        self.broker_rack(replica),
+                        state.log_end_offset,
+                        now - state.last_caught_up_ms,
+                    )
+                )
+        chosen = selector.select(client_rack, leader, candidates)
+        return None if chosen.broker_id == self.broker_id else chosen.broker_id
+
+    def wake_readers(self, partition: Partition) -> None:
+        """A follower's high watermark moved: consumers waiting on it may read now."""
+        if self._on_data_appended is not None:
+            self._on_data_appended(partition.topic, partition.index)
 
     # Replication: the leader's side ------------------------------------------------
 

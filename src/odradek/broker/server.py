@@ -623,7 +623,7 @@ class KafkaServer:
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
                     "aborted_transactions": result.aborted_transactions,
-                    "preferred_read_replica": -1,
+                    "preferred_read_replica": result.preferred_read_replica,
                     "records": result.regions,
                 }
             )
