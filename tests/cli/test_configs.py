@@ -1,0 +1,145 @@
+"""``odradek configs`` (kafka-configs.sh) as a subprocess against a real broker: describe
+and alter topic and broker configs, Kafka's output lines, one-line errors."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from odradek.cli.configs import parse_add_config
+from odradek.cli.errors import CliError
+from tests.cli.helpers import odradek
+from tests.helpers.broker import BrokerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(shared_broker: BrokerProcess) -> str:
+    return shared_broker.bootstrap
+
+
+def configs(bootstrap: str, *args: str):  # type: ignore[no-untyped-def]
+    return odradek("configs", "--bootstrap-server", bootstrap, *args)
+
+
+def new_topic(bootstrap: str) -> str:
+    name = f"cfg-{uuid.uuid4().hex[:8]}"
+    odradek("topics", "create", name, "-b", bootstrap).check()
+    return name
+
+
+def test_add_config_splits_like_kafka_configs() -> None:
+    assert parse_add_config("a=1,b=[x,y],c=") == {"a": "1", "b": "x,y", "c": ""}
+    assert parse_add_config("k=v=w") == {"k": "v=w"}
+    with pytest.raises(CliError, match="is not key=value"):
+        parse_add_config("a=1,oops")
+
+
+def test_topic_alter_and_describe(bootstrap: str) -> None:
+    topic = new_topic(bootstrap)
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    assert configs(bootstrap, *entity, "--describe").check().lines == [
+        f"Dynamic configs for topic {topic} are:"
+    ]
+    altered = configs(
+        bootstrap, *entity, "--alter",
+        "--add-config", "retention.ms=3600000,cleanup.policy=[compact,delete]",
+    )  # fmt: skip
+    assert altered.check().lines == [f"Completed updating config for topic {topic}."]
+    # The verb form is the same command.
+    assert configs(bootstrap, "describe", *entity).check().lines == [
+        f"Dynamic configs for topic {topic} are:",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={}",
+        "  retention.ms=3600000 sensitive=false synonyms={}",
+    ]
+    configs(bootstrap, *entity, "--alter", "--delete-config", "cleanup.policy").check()
+    lines = configs(bootstrap, *entity, "--describe").check().lines
+    assert lines[1:] == ["  retention.ms=3600000 sensitive=false synonyms={}"]
+    # --all: every config, defaults included, sorted by name.
+    every = configs(bootstrap, *entity, "--describe", "--all").check().lines
+    assert every[0] == f"All configs for topic {topic} are:"
+    names = [line.strip().split("=", 1)[0] for line in every[1:]]
+    assert names == sorted(names) and {"cleanup.policy", "segment.bytes"} <= set(names)
+    assert "  cleanup.policy=delete sensitive=false synonyms={}" in every
+    # Without a name: every topic, each with its header.
+    headers = [
+        line
+        for line in configs(bootstrap, "--entity-type", "topics", "--describe").check().lines
+        if line.startswith("Dynamic configs")
+    ]
+    assert f"Dynamic configs for topic {topic} are:" in headers
+
+
+def test_broker_default_alter_and_describe(bootstrap: str) -> None:
+    default = ("--entity-type", "brokers", "--entity-default")
+    try:
+        done = configs(bootstrap, *default, "--alter", "--add-config", "log.retention.ms=7200000")
+        assert done.check().lines == [
+            "Completed updating default config for brokers in the cluster."
+        ]
+        assert configs(bootstrap, *default, "--describe").check().lines == [
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.ms=7200000 sensitive=false synonyms={}",
+        ]
+        # Every broker, then the default, when no broker is named.
+        lines = configs(bootstrap, "--entity-type", "brokers", "--describe").check().lines
+        assert lines[0] == "Dynamic configs for broker 0 are:"
+        assert lines[-2:] == [
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.ms=7200000 sensitive=false synonyms={}",
+        ]
+        everything = configs(
+            bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all"
+        ).check().lines
+        assert everything[0] == "All configs for broker 0 are:"
+        assert "  log.retention.ms=7200000 sensitive=false synonyms={}" in everything
+    finally:
+        configs(bootstrap, *default, "--alter", "--delete-config", "log.retention.ms").check()
+    assert configs(bootstrap, *default, "--describe").check().lines == [
+        "Default configs for brokers in the cluster are:"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--entity-type", "topics", "--entity-name", "t"), "exactly one action"),
+        (
+            ("--entity-type", "topics", "--entity-name", "t", "--describe", "--alter"),
+            "exactly one action",
+        ),
+        (("--entity-type", "topics", "--alter", "--add-config", "a=1"), "entity name"),
+        (("--entity-type", "topics", "--entity-name", "t", "--alter"), "--add-config"),
+        (("--entity-type", "brokers", "--entity-name", "x", "--describe"), "valid integer"),
+        (("--entity-type", "topics", "--entity-default", "--describe"), "--entity-default"),
+        (
+            ("--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "x"),
+            "is not key=value",
+        ),
+        (
+            ("--entity-type", "topics", "--entity-name", "no-such-topic", "--describe"),
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        ),
+    ],
+)
+def test_bad_input_is_one_error_line(
+    bootstrap: str, args: tuple[str, ...], message: str
+) -> None:
+    configs(bootstrap, *args).check_error(message)
+
+
+def test_deleting_a_config_that_is_not_set_changes_nothing(bootstrap: str) -> None:
+    topic = new_topic(bootstrap)
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    configs(bootstrap, *entity, "--alter", "--add-config", "retention.ms=5000").check()
+    configs(
+        bootstrap, *entity, "--alter", "--add-config", "segment.ms=60000",
+        "--delete-config", "retention.ms,flush.ms",
+    ).check_error("Invalid config(s): flush.ms")  # fmt: skip
+    assert configs(bootstrap, *entity, "--describe").check().lines[1:] == [
+        "  retention.ms=5000 sensitive=false synonyms={}"
+    ]
+    invalid = configs(bootstrap, *entity, "--alter", "--add-config", "retention.ms=soon")
+    invalid.check_error("INVALID_CONFIG")
