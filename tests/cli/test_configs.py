@@ -24,6 +24,19 @@ def configs(bootstrap: str, *args: str):  # type: ignore[no-untyped-def]
     return odradek("configs", "--bootstrap-server", bootstrap, *args)
 
 
+def entries(lines: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """Config lines ``  k=v sensitive=false synonyms={S:k=v, ...}`` -> {k: (v, [S:k=v, ...])}."""
+    found = {}
+    for line in lines:
+        assert line.startswith("  "), line
+        head, synonyms = line.strip().split(" synonyms={", 1)
+        setting, sensitive = head.rsplit(" sensitive=", 1)
+        assert sensitive == "false", line
+        name, value = setting.split("=", 1)
+        found[name] = (value, [s for s in synonyms.rstrip("}").split(", ") if s])
+    return found
+
+
 def new_topic(bootstrap: str) -> str:
     name = f"cfg-{uuid.uuid4().hex[:8]}"
     odradek("topics", "create", name, "-b", bootstrap).check()
@@ -49,20 +62,29 @@ def test_topic_alter_and_describe(bootstrap: str) -> None:
     )  # fmt: skip
     assert altered.check().lines == [f"Completed updating config for topic {topic}."]
     # The verb form is the same command.
-    assert configs(bootstrap, "describe", *entity).check().lines == [
-        f"Dynamic configs for topic {topic} are:",
-        "  cleanup.policy=compact,delete sensitive=false synonyms={}",
-        "  retention.ms=3600000 sensitive=false synonyms={}",
-    ]
+    lines = configs(bootstrap, "describe", *entity).check().lines
+    assert lines[0] == f"Dynamic configs for topic {topic} are:"
+    assert [line.split("=", 1)[0] for line in lines[1:]] == ["  cleanup.policy", "  retention.ms"]
+    found = entries(lines[1:])
+    # Synonyms: the override first, Kafka's broker-level default last.
+    assert found["cleanup.policy"][0] == "compact,delete"
+    assert found["cleanup.policy"][1][0] == "DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete"
+    assert found["cleanup.policy"][1][-1] == "DEFAULT_CONFIG:log.cleanup.policy=delete"
+    assert found["retention.ms"][0] == "3600000"
+    assert found["retention.ms"][1][0] == "DYNAMIC_TOPIC_CONFIG:retention.ms=3600000"
+    assert found["retention.ms"][1][-1] == "DEFAULT_CONFIG:log.retention.hours=168"
     configs(bootstrap, *entity, "--alter", "--delete-config", "cleanup.policy").check()
     lines = configs(bootstrap, *entity, "--describe").check().lines
-    assert lines[1:] == ["  retention.ms=3600000 sensitive=false synonyms={}"]
+    assert list(entries(lines[1:])) == ["retention.ms"]
     # --all: every config, defaults included, sorted by name.
     every = configs(bootstrap, *entity, "--describe", "--all").check().lines
     assert every[0] == f"All configs for topic {topic} are:"
     names = [line.strip().split("=", 1)[0] for line in every[1:]]
     assert names == sorted(names) and {"cleanup.policy", "segment.bytes"} <= set(names)
-    assert "  cleanup.policy=delete sensitive=false synonyms={}" in every
+    assert entries(every[1:])["cleanup.policy"] == (
+        "delete",
+        ["DEFAULT_CONFIG:log.cleanup.policy=delete"],
+    )
     # Without a name: every topic, each with its header.
     headers = [
         line
@@ -79,22 +101,30 @@ def test_broker_default_alter_and_describe(bootstrap: str) -> None:
         assert done.check().lines == [
             "Completed updating default config for brokers in the cluster."
         ]
+        line = (
+            "  log.retention.ms=7200000 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}"
+        )
         assert configs(bootstrap, *default, "--describe").check().lines == [
             "Default configs for brokers in the cluster are:",
-            "  log.retention.ms=7200000 sensitive=false synonyms={}",
+            line,
         ]
         # Every broker, then the default, when no broker is named.
         lines = configs(bootstrap, "--entity-type", "brokers", "--describe").check().lines
         assert lines[0] == "Dynamic configs for broker 0 are:"
-        assert lines[-2:] == [
-            "Default configs for brokers in the cluster are:",
-            "  log.retention.ms=7200000 sensitive=false synonyms={}",
-        ]
+        assert lines[-2:] == ["Default configs for brokers in the cluster are:", line]
         everything = configs(
             bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all"
         ).check().lines
         assert everything[0] == "All configs for broker 0 are:"
-        assert "  log.retention.ms=7200000 sensitive=false synonyms={}" in everything
+        assert line in everything
+        # A topic falls back on it, before the static and default retention settings.
+        retention = entries(
+            configs(bootstrap, "--entity-type", "topics", "--entity-name", new_topic(bootstrap),
+                    "--describe", "--all").check().lines[1:]
+        )["retention.ms"]  # fmt: skip
+        assert retention[0] == "7200000"
+        assert retention[1][0] == "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"
     finally:
         configs(bootstrap, *default, "--alter", "--delete-config", "log.retention.ms").check()
     assert configs(bootstrap, *default, "--describe").check().lines == [
@@ -138,8 +168,7 @@ def test_deleting_a_config_that_is_not_set_changes_nothing(bootstrap: str) -> No
         bootstrap, *entity, "--alter", "--add-config", "segment.ms=60000",
         "--delete-config", "retention.ms,flush.ms",
     ).check_error("Invalid config(s): flush.ms")  # fmt: skip
-    assert configs(bootstrap, *entity, "--describe").check().lines[1:] == [
-        "  retention.ms=5000 sensitive=false synonyms={}"
-    ]
+    lines = configs(bootstrap, *entity, "--describe").check().lines[1:]
+    assert {k: v for k, (v, _) in entries(lines).items()} == {"retention.ms": "5000"}
     invalid = configs(bootstrap, *entity, "--alter", "--add-config", "retention.ms=soon")
     invalid.check_error("INVALID_CONFIG")

@@ -11,7 +11,10 @@ Describe prints what ConfigCommand prints: per entity a header (``Dynamic config
 topic orders are:``, ``All configs for broker 1 are:`` with ``--all``, ``Default configs for
 brokers in the cluster are:``) and one line per config, sorted by name::
 
-      retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}
+      retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000, \
+    DEFAULT_CONFIG:log.retention.hours=168}
+
+(one line: the synonyms are where the value could come from, highest precedence first).
 
 Without ``--all`` only the entity's own dynamic configs are listed (DYNAMIC_TOPIC_CONFIG,
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG); without an entity name every topic
@@ -65,10 +68,14 @@ def parse_add_config(text: str) -> dict[str, str]:
     return configs
 
 
+def _text(value: str | None, sensitive: bool) -> str:
+    return "null" if sensitive or value is None else value  # Java prints null as "null"
+
+
 def _line(name: str, entry: ConfigEntry) -> str:
-    value = "null" if entry.sensitive else entry.value
+    value = _text(entry.value, entry.sensitive)
     synonyms = ", ".join(
-        f"{source}:{syn_name}={'null' if entry.sensitive else syn_value}"
+        f"{source}:{syn_name}={_text(syn_value, entry.sensitive)}"
         for syn_name, syn_value, source in entry.synonyms
     )
     return f"  {name}={value} sensitive={str(entry.sensitive).lower()} synonyms={{{synonyms}}}"

@@ -28,7 +28,8 @@ def test_configs_of_brokers_and_topics_in_a_cluster(
     assert done.check().lines == ["Completed updating config for broker 2."]
     assert configs(*broker2, "--describe").check().lines == [
         "Dynamic configs for broker 2 are:",
-        "  log.retention.ms=1234567 sensitive=false synonyms={}",
+        "  log.retention.ms=1234567 sensitive=false "
+        "synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=1234567}",
     ]
     found = cluster.zk.get_entity_config("brokers", "2")
     assert found == {"log.retention.ms": "1234567"}
@@ -37,24 +38,33 @@ def test_configs_of_brokers_and_topics_in_a_cluster(
     assert configs("--entity-type", "brokers", "--describe").check().lines == [
         "Dynamic configs for broker 1 are:",
         "Dynamic configs for broker 2 are:",
-        "  log.retention.ms=1234567 sensitive=false synonyms={}",
+        "  log.retention.ms=1234567 sensitive=false "
+        "synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=1234567}",
         "Default configs for brokers in the cluster are:",
-        "  log.segment.bytes=2097152 sensitive=false synonyms={}",
+        "  log.segment.bytes=2097152 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=2097152, "
+        "DEFAULT_CONFIG:log.segment.bytes=1073741824}",
     ]
 
     cluster.create_topic("cfg", 1, replication_factor=2)
     topic = ("--entity-type", "topics", "--entity-name", "cfg")
     configs(*topic, "--alter", "--add-config", "retention.ms=60000").check()
     assert cluster.zk.get_entity_config("topics", "cfg") == {"retention.ms": "60000"}
-    # Every broker answers the same (it reads ZooKeeper).
-    for broker_id in (1, 2):
+    # Every broker answers from ZooKeeper; the synonyms are each broker's own fallbacks
+    # (broker 2 has its own log.retention.ms).
+    expected = {
+        1: "DYNAMIC_TOPIC_CONFIG:retention.ms=60000, DEFAULT_CONFIG:log.retention.hours=168",
+        2: "DYNAMIC_TOPIC_CONFIG:retention.ms=60000, "
+        "DYNAMIC_BROKER_CONFIG:log.retention.ms=1234567, DEFAULT_CONFIG:log.retention.hours=168",
+    }
+    for broker_id, synonyms in expected.items():
         wait_for(
-            lambda b=broker_id: odradek(
+            lambda b=broker_id, synonyms=synonyms: odradek(
                 "configs", "-b", cluster.bootstrap(b), *topic, "--describe"
             ).check().lines
             == [
                 "Dynamic configs for topic cfg are:",
-                "  retention.ms=60000 sensitive=false synonyms={}",
+                f"  retention.ms=60000 sensitive=false synonyms={{{synonyms}}}",
             ],
             30,
             f"broker {broker_id}'s view of cfg's configs",
