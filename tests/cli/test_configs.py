@@ -85,6 +85,8 @@ def test_topic_alter_and_describe(bootstrap: str) -> None:
         "delete",
         ["DEFAULT_CONFIG:log.cleanup.policy=delete"],
     )
+    # kafka-configs' shorthand names the same entity.
+    assert configs(bootstrap, "--topic", topic, "--describe").check().lines == lines
     # Without a name: every topic, each with its header.
     headers = [
         line
@@ -109,6 +111,8 @@ def test_broker_default_alter_and_describe(bootstrap: str) -> None:
             "Default configs for brokers in the cluster are:",
             line,
         ]
+        shorthand = configs(bootstrap, "--broker-defaults", "--describe").check().lines
+        assert shorthand == ["Default configs for brokers in the cluster are:", line]
         # Every broker, then the default, when no broker is named.
         lines = configs(bootstrap, "--entity-type", "brokers", "--describe").check().lines
         assert lines[0] == "Dynamic configs for broker 0 are:"
@@ -144,6 +148,10 @@ def test_broker_default_alter_and_describe(bootstrap: str) -> None:
         (("--entity-type", "topics", "--entity-name", "t", "--alter"), "--add-config"),
         (("--entity-type", "brokers", "--entity-name", "x", "--describe"), "valid integer"),
         (("--entity-type", "topics", "--entity-default", "--describe"), "--entity-default"),
+        (("--describe",), "give the entity once"),
+        (("--topic", "t", "--broker", "0", "--describe"), "give the entity once"),
+        (("--topic", "t", "--entity-type", "topics", "--describe"), "give the entity once"),
+        (("--broker", "0", "--entity-name", "1", "--describe"), "go with --entity-type"),
         (
             ("--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "x"),
             "is not key=value",

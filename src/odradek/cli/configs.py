@@ -7,6 +7,8 @@ a verb (``odradek configs describe ...``)::
     odradek configs -b HOST:PORT --entity-type brokers --entity-default --alter \\
         --add-config log.retention.ms=3600000,log.cleaner.enable=true --delete-config k
 
+(``--topic T``, ``--broker B`` and ``--broker-defaults`` are kafka-configs' shorthands.)
+
 Describe prints what ConfigCommand prints: per entity a header (``Dynamic configs for
 topic orders are:``, ``All configs for broker 1 are:`` with ``--all``, ``Default configs for
 brokers in the cluster are:``) and one line per config, sorted by name::
@@ -141,8 +143,14 @@ async def _alter(
 @click.option(
     "--entity-type",
     type=click.Choice(sorted(ENTITY_TYPES)),
-    required=True,
     help="topics or brokers.",
+)
+@click.option("--topic", help="Same as --entity-type topics --entity-name TOPIC.")
+@click.option("--broker", help="Same as --entity-type brokers --entity-name BROKER.")
+@click.option(
+    "--broker-defaults",
+    is_flag=True,
+    help="Same as --entity-type brokers --entity-default.",
 )
 @click.option("--entity-name", help="The topic name or broker id.")
 @click.option("--entity-default", is_flag=True, help="The cluster-wide broker default.")
@@ -166,7 +174,10 @@ async def _alter(
 def configs(
     action: str | None,
     bootstrap_server: str,
-    entity_type: str,
+    entity_type: str | None,
+    topic: str | None,
+    broker: str | None,
+    broker_defaults: bool,
     entity_name: str | None,
     entity_default: bool,
     describe_flag: bool,
@@ -183,6 +194,27 @@ def configs(
         actions.add(action)
     if len(actions) != 1:
         raise CliError("Command must include exactly one action: --describe, --alter")
+    # kafka-configs' shorthands (--topic, --broker, --broker-defaults).
+    shorthands = [
+        (kind, name, default)
+        for kind, name, default in (
+            ("topics", topic, False),
+            ("brokers", broker, False),
+            ("brokers", None, broker_defaults),
+        )
+        if name is not None or default
+    ]
+    if len(shorthands) + (entity_type is not None) != 1:
+        raise CliError(
+            "give the entity once: --entity-type topics|brokers, or --topic, --broker, "
+            "--broker-defaults"
+        )
+    if shorthands:
+        entity_type, shorthand_name, shorthand_default = shorthands[0]
+        if entity_name is not None or entity_default:
+            raise CliError("--entity-name and --entity-default go with --entity-type only")
+        entity_name, entity_default = shorthand_name, shorthand_default
+    assert entity_type is not None
     entity = ENTITY_TYPES[entity_type]
     if entity_default and entity != "broker":
         raise CliError("--entity-default is only for --entity-type brokers here")
