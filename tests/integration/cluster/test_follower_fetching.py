@@ -83,3 +83,27 @@ def test_a_consumer_reads_from_the_replica_in_its_rack(cluster: BrokerCluster) -
     # Rack a is the leader's own: nothing moves to a follower.
     assert _consume(cluster.bootstrap(), "a", len(values)) == values
     assert SERVING not in cluster.brokers[2].log_text()
+    # kafka-python follows the preferred read replica too (its Fetch v12 carries the rack).
+    assert _consume_kafka_python(cluster.bootstrap(), "b", len(values)) == values
+    assert SERVING in cluster.brokers[2].log_text()
+
+
+def _consume_kafka_python(bootstrap: str, rack: str, expect: int) -> list[bytes]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, client_rack=rack, enable_auto_commit=False
+    )
+    partition = KafkaPythonPartition("t", 0)
+    consumer.assign([partition])
+    consumer.seek(partition, 0)
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < expect and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+    finally:
+        consumer.close()
+    return values
