@@ -43,6 +43,7 @@ from odradek.broker.partition import ReplicaStates
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.broker.replica_selector import make_selector
 from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
@@ -254,6 +255,9 @@ def install(
     states = ReplicaStates()
     # A partition the cluster knows but this broker does not host: NOT_LEADER_OR_FOLLOWER.
     replica_manager.known_in_cluster = cache.contains
+    # Fetch from follower (KIP-392): racks as UpdateMetadata lists them.
+    replica_manager.replica_selector = make_selector(config.get("replica.selector.class"))
+    replica_manager.broker_rack = lambda b: (live.rack if (live := cache.broker(b)) else None)
 
     # Topic and dynamic broker configs live in ZooKeeper (applied on change notifications).
     configs = ClusterConfigs(membership.broker_id, membership.zk, config, replica_manager)

@@ -35,6 +35,7 @@ from odradek.broker.listeners import (
     parse_listeners,
     parse_protocol_map,
 )
+from odradek.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, SELECTOR_CLASSES
 
 LONG_MAX = 2**63 - 1
 
@@ -104,6 +105,12 @@ def parse_ip_overrides(raw: str) -> dict[str, int]:
     return overrides
 
 
+def _replica_selector(value: Any) -> str | None:
+    if value in SELECTOR_CLASSES:
+        return None
+    return f"only {RACK_AWARE_REPLICA_SELECTOR} is supported"
+
+
 def _zookeeper_connect(value: Any) -> str | None:
     # Non-empty turns cluster mode on (odradek.broker.cluster_mode); check the form here
     # so a typo is a one-line config error, not a connection failure later.
@@ -148,6 +155,13 @@ _KEYS: list[ConfigKey] = [
         "What clients are told to connect to; defaults to listeners.",
     ),
     ConfigKey("broker.rack", "string", "", "Rack of this broker, for rack-aware placement."),
+    ConfigKey(
+        "replica.selector.class",
+        "string",
+        "",
+        "Replica selector for fetch from follower (KIP-392); empty: consumers read from leaders.",
+        _replica_selector,
+    ),
     ConfigKey("cluster.id", "string", "", "Cluster id; generated and persisted when empty."),
     # Storage.
     ConfigKey("log.dirs", "string", "", "Data directory (one). Overrides log.dir."),
@@ -395,6 +409,13 @@ _KEYS: list[ConfigKey] = [
     ),
     ConfigKey(
         "replica.lag.time.max.ms", "long", 30000, "A follower this far behind leaves the ISR."
+    ),
+    ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often high watermarks are written to replication-offset-checkpoint.",
+        _at_least(1),
     ),
     # Replication (odradek.broker.replica_fetcher), Kafka's names and defaults.
     ConfigKey("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", _at_least(1)),

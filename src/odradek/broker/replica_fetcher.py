@@ -394,6 +394,7 @@ class ReplicaFetcher:
                 state.truncating = True
                 return False
         partition.set_follower_high_watermark(int(data.high_watermark))
+        self.replica_manager.wake_readers(partition)  # consumers reading here (KIP-392)
         leader_start = int(data.log_start_offset)
         if leader_start > partition.log.log_start_offset:
             with contextlib.suppress(StorageError):

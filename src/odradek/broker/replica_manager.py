@@ -8,6 +8,13 @@ and waking delayed fetches in the purgatory when data arrives.
 With one broker the ISR is just the leader, so the high watermark follows the log end
 offset on every append; the follower bookkeeping is kept general for replication.
 
+High watermarks survive a restart in ``replication-offset-checkpoint`` (Kafka's
+ReplicaManager.checkpointHighWatermarks): written every
+``replica.high.watermark.checkpoint.interval.ms`` and at shutdown, read at start-up, and a
+partition hosted again starts from its checkpointed high watermark (bounded by the log
+start and end offsets) instead of trusting its whole log: a restarted leader must not
+show consumers records its followers never had.
+
 An I/O error while appending or reading takes the partition's log directory offline
 (storage/log_dir_failure.py); while it is offline every partition in it answers
 KAFKA_STORAGE_ERROR to produce and fetch, as Kafka's offline partitions do.
@@ -23,9 +30,12 @@ from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
 from odradek.broker.replication_quota import ReplicationQuota
+from odradek.broker.replica_selector import RackAwareReplicaSelector, ReplicaView
+from odradek.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
+    CorruptCheckpointError,
     DuplicateSequenceError,
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -74,6 +84,8 @@ class ReadResult:
     regions: list[FileRegion] = field(default_factory=list)
     size: int = 0
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset)
+    # KIP-392: the replica the consumer should fetch from instead (no records then).
+    preferred_read_replica: int = -1
 
 
 class Partition:
@@ -88,6 +100,7 @@ class Partition:
         leader_epoch: int = 0,
         broker_id: int = -1,
         clock_ms: Callable[[], float] = lambda: time.time() * 1000,
+        high_watermark: int | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -104,7 +117,13 @@ class Partition:
         # An ISR change being written to ZooKeeper: no second one until it is settled.
         self.isr_update_pending = False
         self._high_watermark = -1
-        self._set_high_watermark(log.log_end_offset)
+        # A checkpointed high watermark, kept within the log (Kafka's updateHighWatermark);
+        # without one the log end (the single broker, where the leader is the whole ISR).
+        if high_watermark is None:
+            high_watermark = log.log_end_offset
+        self._set_high_watermark(
+            min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        )
 
     @property
     def high_watermark(self) -> int:
@@ -167,6 +186,16 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.replication_bytes_in = 0
+        # KIP-392 (cluster mode): replica.selector.class, and each broker's rack from the
+        # metadata cache. Without a selector consumers are served by the leader only.
+        self.replica_selector: RackAwareReplicaSelector | None = None
+        self.broker_rack: Callable[[int], str | None] = lambda _broker_id: None
+        # Consumer reads served while following (fetch from follower), per partition.
+        self.follower_reads: dict[tuple[str, int], int] = {}
+        self._hw_checkpoint = OffsetCheckpointFile(
+            log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT
+        )
+        self._checkpointed_hw = self._read_hw_checkpoint()
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -255,9 +284,38 @@ class ReplicaManager:
             leader_epoch=leader_epoch,
             broker_id=self.broker_id,
             clock_ms=lambda: self._clock() * 1000,
+            # No entry: 0, as Kafka (the leader moves it up, the follower takes its leader's).
+            high_watermark=self._checkpointed_hw.pop((topic, index), 0),
         )
         self._partitions[(topic, index)] = partition
         return partition
+
+    # High-watermark checkpoint ------------------------------------------------------
+
+    def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            return self._hw_checkpoint.read()
+        except (CorruptCheckpointError, OSError) as exc:
+            # 0 for every partition is safe: leaders move it up from their ISR's log ends.
+            log.error("ignoring %s: %s", self._hw_checkpoint.path, exc)
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's high watermark (and keep the checkpointed ones
+        of logs not hosted again yet) to ``replication-offset-checkpoint``."""
+        if self.log_manager.dir_failure.offline:
+            return
+        entries = {
+            tp: hw
+            for tp, hw in list(self._checkpointed_hw.items())
+            if self.log_manager.get_log(*tp) is not None
+        }
+        for (topic, index), partition in list(self._partitions.items()):
+            entries[(topic, index)] = max(partition.high_watermark, 0)
+        try:
+            self._hw_checkpoint.write(entries)
+        except OSError as exc:
+            self.log_manager.dir_failure.mark_offline(exc)
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host."""
@@ -274,6 +332,8 @@ class ReplicaManager:
             if delete:
                 self.log_manager.delete_log(topic, index)
             elif partition is not None:
+                # Hosted again later: it starts from where it was.
+                self._checkpointed_hw[(topic, index)] = partition.high_watermark
                 partition.log.close()
         finally:
             if self.cleaner is not None:
@@ -374,16 +434,22 @@ class ReplicaManager:
         isolation_level: int = READ_UNCOMMITTED,
         min_one_batch: bool = True,
         replica_id: int = -1,
+        client_rack: str | None = None,
     ) -> ReadResult:
         """Consumers read up to the high watermark (or LSO); a follower (``replica_id``
-        >= 0) reads up to the log end, to replicate what is not yet committed."""
+        >= 0) reads up to the log end, to replicate what is not yet committed.
+
+        ``client_rack`` is set for consumer fetches of v11+ (KIP-392): such a consumer
+        may read from a follower (up to the follower's high watermark), and a leader with
+        a replica selector may point it at another replica instead of answering."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             return ReadResult(error_code=self.missing_partition_error(topic, index))
         if self.log_manager.dir_failure.offline:
             return ReadResult(error_code=KAFKA_STORAGE_ERROR)
-        if partition.leader_id != self.broker_id:
-            # A follower (cluster mode) serves no client reads.
+        following = partition.leader_id != self.broker_id
+        if following and (client_rack is None or replica_id >= 0):
+            # Followers and consumers without KIP-392 metadata read from the leader only.
             return ReadResult(error_code=NOT_LEADER_OR_FOLLOWER)
         log_ = partition.log
         high_watermark = partition.high_watermark
@@ -393,6 +459,19 @@ class ReplicaManager:
             last_stable_offset=last_stable,
             log_start_offset=log_.log_start_offset,
         )
+        if client_rack is not None and not following:
+            preferred = self.preferred_read_replica(topic, index, fetch_offset, client_rack)
+            if preferred is not None:
+                result.preferred_read_replica = preferred
+                return result
+        if following:
+            reads = self.follower_reads.get((topic, index), 0)
+            if reads == 0:
+                log.info(
+                    "%s-%d: serving consumer fetches as a follower of %d (client rack %r)",
+                    topic, index, partition.leader_id, client_rack,
+                )  # fmt: skip
+            self.follower_reads[(topic, index)] = reads + 1
         upper = last_stable if isolation_level == READ_COMMITTED else high_watermark
         if replica_id >= 0:
             upper = log_.log_end_offset
@@ -473,6 +552,41 @@ class ReplicaManager:
         except StorageError:
             return None  # let the real read report the error
         return info.size
+
+    def preferred_read_replica(
+        self, topic: str, index: int, fetch_offset: int, client_rack: str
+    ) -> int | None:
+        """The replica a consumer in ``client_rack`` should fetch from, if not this leader
+        (Kafka's findPreferredReadReplica): candidates are the ISR followers whose log
+        holds ``fetch_offset``, and the leader itself."""
+        partition = self._partitions.get((topic, index))
+        selector = self.replica_selector
+        if selector is None or partition is None or partition.leader_id != self.broker_id:
+            return None
+        now = self._clock() * 1000
+        leader = ReplicaView(self.broker_id, self.broker_rack(self.broker_id), 0, 0.0)
+        candidates = [leader]
+        for replica, state in partition.followers.followers.items():
+            if (
+                replica in partition.isr
+                and state.log_end_offset >= fetch_offset
+                and partition.log.log_start_offset <= fetch_offset
+            ):
+                candidates.append(
+                    ReplicaView(
+                        replica,
+                        self.broker_rack(replica),
+                        state.log_end_offset,
+                        now - state.last_caught_up_ms,
+                    )
+                )
+        chosen = selector.select(client_rack, leader, candidates)
+        return None if chosen.broker_id == self.broker_id else chosen.broker_id
+
+    def wake_readers(self, partition: Partition) -> None:
+        """A follower's high watermark moved: consumers waiting on it may read now."""
+        if self._on_data_appended is not None:
+            self._on_data_appended(partition.topic, partition.index)
 
     # Replication: the leader's side ------------------------------------------------
 

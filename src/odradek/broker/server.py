@@ -407,6 +407,12 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         if self.cleaner is not None:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
+        try:
+            await loop.run_in_executor(
+                self._io_pool, self.replica_manager.checkpoint_high_watermarks
+            )
+        except Exception:
+            log.exception("writing the high-watermark checkpoint failed")
         await loop.run_in_executor(self._io_pool, self.log_manager.shutdown)
         self._io_pool.shutdown(wait=True)
         if self.cluster is not None:
@@ -563,6 +569,11 @@ class KafkaServer:
                 max(1000, self.config.get("log.flush.offset.checkpoint.interval.ms")),
                 self.log_manager.checkpoint,
             ),
+            (
+                "hw-checkpoint",
+                self.config.get("replica.high.watermark.checkpoint.interval.ms"),
+                self.replica_manager.checkpoint_high_watermarks,
+            ),
             # Brings an offline log dir back once a test write succeeds (a no-op online).
             ("log-dir-probe", LOG_DIR_PROBE_INTERVAL_MS, self.log_manager.dir_failure.probe),
         ]
@@ -655,7 +666,7 @@ class KafkaServer:
                     "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
                     "aborted_transactions": result.aborted_transactions,
-                    "preferred_read_replica": -1,
+                    "preferred_read_replica": result.preferred_read_replica,
                     "records": result.regions,
                 }
             )

@@ -42,6 +42,7 @@ def _register() -> None:
         "users",
         "elect_leaders",
         "reassign_partitions",
+        "configs",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

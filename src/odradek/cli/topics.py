@@ -3,7 +3,9 @@
 The verbs of kafka-topics / kafka-configs, through :class:`odradek.client.admin.Admin`:
 
 * ``create NAME [--partitions N] [--replication-factor R] [--config k=v ...]`` — omitted
-  counts take the broker's ``num.partitions`` / ``default.replication.factor``.
+  counts take the broker's ``num.partitions`` / ``default.replication.factor``; or
+  ``--replica-assignment 1:2,2:3`` (kafka-topics' form: partitions separated by commas,
+  each one's broker ids by colons, the first being the preferred leader).
 * ``list [--exclude-internal]`` — topic names, sorted, one per line.
 * ``describe [NAME ...] [--all-configs]`` — kafka-topics' layout::
 
@@ -83,6 +85,11 @@ def topics() -> None:
     metavar="KEY=VALUE",
     help="A topic config, e.g. retention.ms=86400000; repeatable.",
 )
+@click.option(
+    "--replica-assignment",
+    metavar="B1:B2,B1:B2",
+    help="Broker ids of each partition's replicas (partitions by commas, replicas by colons).",
+)
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
 @click.option("--validate-only", is_flag=True, help="Check the request without creating.")
 def create(
@@ -91,6 +98,7 @@ def create(
     partitions: int | None,
     replication_factor: int | None,
     config_args: tuple[str, ...],
+    replica_assignment: str | None,
     if_not_exists: bool,
     validate_only: bool,
 ) -> None:
@@ -107,11 +115,22 @@ def create(
             "but not both.",
             err=True,
         )
+    assignment = None
+    if replica_assignment is not None:
+        counts = (("partitions", partitions), ("replication-factor", replication_factor))
+        for option, value in counts:
+            if value is not None:
+                # kafka-topics' wording for the same mistake.
+                raise CliError(
+                    f'Option "[replica-assignment]" can\'t be used with option "[{option}]"'
+                )
+        assignment = parse_replica_assignment(replica_assignment)
     new_topic = NewTopic(
         name,
         num_partitions=partitions if partitions is not None else -1,
         replication_factor=replication_factor if replication_factor is not None else -1,
         configs=configs,
+        replica_assignment=assignment,
     )
 
     async def action(admin: Admin) -> bool:
@@ -130,6 +149,27 @@ def create(
         click.echo(f"Created topic {name}.")
     else:
         click.echo(f"Topic {name} already exists.")
+
+
+def parse_replica_assignment(text: str) -> dict[int, list[int]]:
+    """``1:2,2:3`` -> {0: [1, 2], 1: [2, 3]} (kafka-topics' --replica-assignment)."""
+    assignment: dict[int, list[int]] = {}
+    for partition, replicas in enumerate(text.split(",")):
+        try:
+            brokers = [int(b) for b in replicas.split(":")]
+        except ValueError:
+            raise CliError(
+                f"--replica-assignment: partition {partition} has {replicas.strip()!r}; "
+                "expected broker ids separated by ':'"
+            ) from None
+        if len(set(brokers)) != len(brokers):
+            # kafka-topics checks this before asking the broker.
+            raise CliError(
+                f"Partition replica lists may not contain duplicate entries: "
+                f"{', '.join(map(str, brokers))}"
+            )
+        assignment[partition] = brokers
+    return assignment
 
 
 @topics.command("list")

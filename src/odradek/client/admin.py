@@ -121,6 +121,9 @@ class ConfigEntry:
     is_default: bool
     source: str  # Kafka's ConfigSource name, e.g. DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
     sensitive: bool
+    # With include_synonyms: (name, value, source) of each setting it could come from,
+    # highest precedence first (Kafka's ConfigEntry.synonyms).
+    synonyms: tuple[tuple[str, str | None, str], ...] = ()
 
 
 def _check_topic_names(names: Sequence[object]) -> None:
@@ -393,7 +396,11 @@ class Admin(ClientUser):
         return groups
 
     async def describe_configs(
-        self, resources: Sequence[ConfigResource], *, keys: Sequence[str] | None = None
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        keys: Sequence[str] | None = None,
+        include_synonyms: bool = False,
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         """Current configs of each resource (only ``keys`` if given)."""
         result: dict[ConfigResource, dict[str, ConfigEntry]] = {}
@@ -413,7 +420,7 @@ class Admin(ClientUser):
                         }
                         for r in group
                     ],
-                    include_synonyms=False,
+                    include_synonyms=include_synonyms,
                     include_documentation=False,
                 ),
             )
@@ -436,6 +443,14 @@ class Admin(ClientUser):
                         is_default=int(getattr(c, "config_source", -1)) == 5,
                         source=CONFIG_SOURCES.get(int(getattr(c, "config_source", 0)), "UNKNOWN"),
                         sensitive=bool(c.is_sensitive),
+                        synonyms=tuple(
+                            (
+                                str(s.name),
+                                s.value,
+                                CONFIG_SOURCES.get(int(s.source), "UNKNOWN"),
+                            )
+                            for s in (getattr(c, "synonyms", None) or ())
+                        ),
                     )
                     for c in res.configs
                 }

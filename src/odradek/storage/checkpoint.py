@@ -1,7 +1,8 @@
 """Log-directory checkpoint files and the atomic write they rely on.
 
-Files ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (and the
-cleaner's ``cleaner-offset-checkpoint``) use Kafka's text format, ASCII, one item a line::
+Files ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, the replica
+manager's ``replication-offset-checkpoint`` (high watermarks) and the cleaner's
+``cleaner-offset-checkpoint`` use Kafka's text format, ASCII, one item a line::
 
     0                    <- format version
     2                    <- number of entries
@@ -35,6 +36,7 @@ CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 

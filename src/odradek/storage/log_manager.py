@@ -277,8 +277,14 @@ class LogManager:
         with self._checkpoint_lock:
             try:
                 self._recovery_points.write({tp: log.recovery_point for tp, log in logs.items()})
+                # As Kafka: only logs that start past their first segment's base (on
+                # load, a missing entry means that base anyway).
                 self._log_start_offsets.write(
-                    {tp: log.log_start_offset for tp, log in logs.items()}
+                    {
+                        tp: log.log_start_offset
+                        for tp, log in logs.items()
+                        if log.segments and log.log_start_offset > log.segments[0].base_offset
+                    }
                 )
             except OSError as exc:
                 self.dir_failure.mark_offline(exc)

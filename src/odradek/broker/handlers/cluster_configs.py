@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.config import ConfigError
 from odradek.broker.config_changes import DEFAULT_ENTITY, ClusterConfigs
+from odradek.broker.config_synonyms import add_synonyms
 from odradek.broker.handlers.common import error_code, respond_many
 from odradek.broker.handlers.configs import (
     BROKER,
@@ -65,7 +66,11 @@ class ClusterConfigHandlers:
                 "configs": [],
             }
             try:
-                entry.update(await asyncio.to_thread(self._describe, resource))
+                entry.update(
+                    await asyncio.to_thread(
+                        self._describe, resource, bool(getattr(request, "include_synonyms", False))
+                    )
+                )
             except MetadataError as exc:
                 entry.update(error_code=error_code(exc.error_name), error_message=str(exc))
             except ZooKeeperError as exc:
@@ -74,19 +79,31 @@ class ClusterConfigHandlers:
             items += 1 + len(entry["configs"])
         return respond_many(ctx, {"throttle_time": 0, "results": results}, items)
 
-    def _describe(self, resource: Any) -> dict[str, Any]:
+    def _describe(self, resource: Any, synonyms: bool = False) -> dict[str, Any]:
         name, keys = resource.resource_name, resource.configuration_keys
         dynamic, sources = self.configs.dynamic_broker_configs()
+        config = self.configs.config
         if resource.resource_type == TOPIC:
             overrides = self._topic_overrides(name)
-            defaults = broker_log_defaults(self.configs.config, dynamic)
+            defaults = broker_log_defaults(config, dynamic)
             effective = self.configs.log_config(overrides, defaults).to_properties()
-            return topic_config_entries(
+            result = topic_config_entries(
                 effective, overrides, self.configs.broker_set_keys(dynamic), keys
             )
+            if synonyms:
+                add_synonyms(
+                    result, topic_overrides=overrides, config=config, dynamic=dynamic,
+                    sources=sources,
+                )  # fmt: skip
+            return result
         if resource.resource_type == BROKER:
             self._broker_entity(name)
-            return broker_config_entries(self.configs.config, dynamic, sources, keys)
+            result = broker_config_entries(config, dynamic, sources, keys)
+            if synonyms:
+                add_synonyms(
+                    result, topic_overrides=None, config=config, dynamic=dynamic, sources=sources
+                )
+            return result
         raise MetadataError(
             "INVALID_REQUEST", f"resource type {resource.resource_type} is not supported"
         )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.config import KEYS, ConfigError
+from odradek.broker.config_synonyms import add_synonyms
 from odradek.broker.handlers.common import Ticker, error_code, respond_many
 from odradek.broker.replication_quota import DYNAMIC_THROTTLE_KEYS, check_rate
 from odradek.cluster.metadata import MetadataError
@@ -178,6 +179,17 @@ async def handle_describe_configs(server: KafkaServer, ctx: RequestContext, requ
             else:
                 raise MetadataError(
                     "INVALID_REQUEST", f"resource type {resource.resource_type} is not supported"
+                )
+            if getattr(request, "include_synonyms", False):
+                dynamic = server.metadata.broker_configs()
+                topic = server.metadata.topic(resource.resource_name)
+                overrides = topic.configs if topic is not None else {}
+                add_synonyms(
+                    entry,
+                    topic_overrides=overrides if resource.resource_type == TOPIC else None,
+                    config=server.config,
+                    dynamic=dynamic,
+                    sources=dict.fromkeys(dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG),
                 )
         except MetadataError as exc:
             entry.update(error_code=error_code(exc.error_name), error_message=str(exc))

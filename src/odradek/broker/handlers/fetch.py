@@ -9,6 +9,11 @@ data arrives (an append to one of its partitions wakes it) or ``max_wait`` passe
 answer carries record data as file regions of the segment files; the network layer sends
 those with ``sendfile`` straight from the page cache.
 
+A consumer's Fetch v11+ carries its rack (KIP-392): such a consumer may read from a
+follower (up to the follower's high watermark), and a leader with
+``replica.selector.class`` may answer it with a ``preferred_read_replica`` at once
+(no records) so it fetches from a replica in its own rack.
+
 Fetch sessions (KIP-227) are declined: every answer has session id 0, which tells
 clients to keep sending full fetch requests, as the protocol allows.
 """
@@ -43,12 +48,16 @@ FINAL_EPOCH = -1
 class _FetchPlan:
     """The partitions of one fetch request, read and re-read until the answer is ready."""
 
-    def __init__(self, server: KafkaServer, request: Any) -> None:
+    def __init__(self, server: KafkaServer, request: Any, api_version: int = 0) -> None:
         self.server = server
         self.isolation_level = int(getattr(request, "isolation_level", 0))
         self.max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
         self.min_bytes = int(request.min_bytes)
         self.replica_id = int(getattr(request, "replica_id", -1))
+        # KIP-392 client metadata: consumers from v11 on ("" when no rack is set).
+        self.client_rack: str | None = None
+        if api_version >= 11 and self.replica_id < 0:
+            self.client_rack = str(getattr(request, "rack_id", "") or "")
         self._request = request
         self.items: list[tuple[str, int, int, int]] = []
         # Follower fetches refused before reading (fenced epoch, not the leader).
@@ -100,6 +109,7 @@ class _FetchPlan:
                 isolation_level=self.isolation_level,
                 min_one_batch=first,
                 replica_id=self.replica_id,
+                client_rack=self.client_rack,
             )
             if result.size:
                 first = False
@@ -112,6 +122,10 @@ class _FetchPlan:
         for topic, partition, offset, _ in self.items:
             if (topic, partition) in self.errors:
                 return self.min_bytes
+            if self.client_rack and self.server.replica_manager.preferred_read_replica(
+                topic, partition, offset, self.client_rack
+            ):
+                return self.min_bytes  # pointing at another replica is an answer: now
             available = self.server.replica_manager.bytes_available(
                 topic,
                 partition,
@@ -139,7 +153,7 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
     if session_epoch not in (0, FINAL_EPOCH):
         return server.encode_fetch(ctx, ErrorCode.invalid_fetch_session_epoch, 0, [])
 
-    plan = _FetchPlan(server, request)
+    plan = _FetchPlan(server, request, ctx.header.api_version)
     await plan.collect()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:
