@@ -93,6 +93,7 @@ class LocalAclStore(AclStore):
         self._path = data_dir / FILE_NAME
         self._lock = threading.Lock()
         self._acls: dict[ResourceKey, frozenset[Entry]] = {}
+        data_dir.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._read()
 
