@@ -52,7 +52,12 @@ def test_layout_is_kafkas(clients: Callable[[], ZkClient]) -> None:
     assert [c[:12] for c in literal] == ["acl_changes_"]
     assert raw.get(f"/kafka-acl-changes/{literal[0]}")[0] == b"TOPIC:orders"
     body = json.loads(raw.get(f"/kafka-acl-extended-changes/{extended[0]}")[0])
-    assert body == {"version": 1, "resourceType": "GROUP", "name": "team-", "patternType": "PREFIXED"}
+    assert body == {
+        "version": 1,
+        "resourceType": "GROUP",
+        "name": "team-",
+        "patternType": "PREFIXED",
+    }
     assert store.load_all() == {
         ("Topic", "LITERAL", "orders"): frozenset({ALICE_READ}),
         ("Group", "PREFIXED", "team-"): frozenset({BOB_DENY}),
