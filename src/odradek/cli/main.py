@@ -41,6 +41,7 @@ def _register() -> None:
         "transactions",
         "users",
         "elect_leaders",
+        "acls",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

@@ -294,6 +294,27 @@ def describe_producers(check: Check, request: Any, _version: int) -> Decision | 
     return Decision(split=_topics(check, request, "topics", "topics", READ))
 
 
+def describe_acls(check: Check, _request: Any, _version: int) -> Decision | None:
+    if check.cluster(DESCRIBE):
+        return None
+    # With a message: librdkafka reports a DescribeAcls error only when it has one.
+    values = {
+        "throttle_time": 0,
+        "error_code": CLUSTER_DENIED,
+        "error_message": "Cluster authorization failed.",
+        "resources": [],
+    }
+    return Decision(answer=values)
+
+
+def alter_user_scram_credentials(check: Check, request: Any, _version: int) -> Decision | None:
+    if check.cluster(ALTER):
+        return None
+    users = dict.fromkeys(str(u.name) for u in (*request.deletions, *request.upsertions))
+    results = [{"user": u, "error_code": CLUSTER_DENIED, "error_message": None} for u in users]
+    return Decision(answer={"throttle_time": 0, "results": results})
+
+
 _CLUSTER_ACTION = _cluster(Operation.CLUSTER_ACTION)
 
 RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
@@ -333,11 +354,11 @@ RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
     api.INCREMENTAL_ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS, "responses"),
     api.OFFSET_DELETE: offset_delete,
     api.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(DESCRIBE),
-    api.ALTER_USER_SCRAM_CREDENTIALS: _cluster(ALTER),
+    api.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
     api.DESCRIBE_PRODUCERS: describe_producers,
     api.DESCRIBE_TRANSACTIONS: describe_transactions,
     api.LIST_TRANSACTIONS: list_transactions,
-    api.DESCRIBE_ACLS: _cluster(DESCRIBE),
+    api.DESCRIBE_ACLS: describe_acls,
     api.CREATE_ACLS: _cluster(ALTER),
     api.DELETE_ACLS: _cluster(ALTER),
 }

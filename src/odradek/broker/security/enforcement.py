@@ -5,6 +5,7 @@ Each API's rule (:mod:`odradek.broker.security.api_rules`) looks at the request 
 
 * ``refuse``: the whole request fails with one error code, answered with Kafka's error
   response for it (every error field set, topics and groups mirrored from the request);
+  ``answer`` when the rule builds that response itself;
 * ``split``: some elements of a top-level request array (topics, groups, config
   resources) are refused. The handler runs on the request without them and the refused
   ones are added to its answer with their error codes, as Kafka answers a Produce
@@ -49,6 +50,7 @@ class Split:
 @dataclass(slots=True)
 class Decision:
     refuse: int | None = None
+    answer: dict[str, Any] | None = None  # a refusal whose shape the rule builds itself
     split: Split | None = None
     keep: tuple[str, Callable[[Any], bool]] | None = None
 
@@ -115,6 +117,8 @@ class Enforcer:
         decision = rule(check, request, version) if rule is not None else None
         if decision is None:
             return await handler(ctx, request)
+        if decision.answer is not None:
+            return build_response(api_key, version, decision.answer)
         if decision.refuse is not None:
             log.info(
                 "Principal = %s is Denied operation on api %d from host %s",
