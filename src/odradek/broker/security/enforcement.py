@@ -158,10 +158,14 @@ class Enforcer:
             part = dataclasses.replace(request, **{split.request_field: tuple(items)})
             answer = error_response(api_key, version, part, code)
             extra.extend(getattr(answer, split.response_field))
-        # The handler still answers (with the allowed elements, perhaps none): the other
-        # fields of its response (Metadata's brokers, the cluster id) must be right.
         trimmed = dataclasses.replace(request, **{split.request_field: tuple(allowed)})
-        result = await handler(ctx, trimmed)
+        if split.rest is not None:
+            # Nothing is attempted: the answer is made of the refusals alone.
+            result: Any = error_response(api_key, version, trimmed, 0)
+        else:
+            # The handler still answers (with the allowed elements, perhaps none): the other
+            # fields of its response (Metadata's brokers, the cluster id) must be right.
+            result = await handler(ctx, trimmed)
         field_name = split.response_field
         return _transform(
             api_key, version, result, lambda entity: _append(entity, field_name, extra)
