@@ -33,6 +33,7 @@ __all__ = ["AclStore", "Entry", "LocalAclStore", "ResourceKey", "decode_acls", "
 ResourceKey = tuple[str, str, str]
 Entry = tuple[str, str, str, str]
 Change = Callable[[frozenset[Entry]], frozenset[Entry]]
+Stored = frozenset[Entry]
 
 ACL_FORMAT_VERSION = 1
 FILE_NAME = "odradek-acls.json"
@@ -77,6 +78,10 @@ class AclStore(ABC):
     @abstractmethod
     def update(self, key: ResourceKey, change: Change) -> frozenset[Entry]:
         """Apply ``change`` to the resource's entries atomically; return the new set."""
+
+    def update_many(self, changes: dict[ResourceKey, Change]) -> dict[ResourceKey, Stored]:
+        """``update`` of several resources; each is atomic on its own (as Kafka's znodes)."""
+        return {key: self.update(key, change) for key, change in changes.items()}
 
     def watch(self, on_change: Callable[[ResourceKey], None]) -> None:  # noqa: B027
         """Call ``on_change(key)`` (from any thread) when another writer changed a
@@ -127,14 +132,24 @@ class LocalAclStore(AclStore):
             return self._acls.get(key, frozenset())
 
     def update(self, key: ResourceKey, change: Change) -> frozenset[Entry]:
+        return self.update_many({key: change})[key]
+
+    def update_many(self, changes: dict[ResourceKey, Change]) -> dict[ResourceKey, Stored]:
+        # One rewrite of the file for the lot: a CreateAcls of a thousand resources must
+        # not cost a thousand fsyncs.
         with self._lock:
-            before = self._acls.get(key, frozenset())
-            after = frozenset(change(before))
-            if after == before:
-                return after
-            if after:
-                self._acls[key] = after
-            else:
-                self._acls.pop(key, None)
-            self._write()
-            return after
+            out = {}
+            changed = False
+            for key, change in changes.items():
+                before = self._acls.get(key, frozenset())
+                after = out[key] = frozenset(change(before))
+                if after == before:
+                    continue
+                changed = True
+                if after:
+                    self._acls[key] = after
+                else:
+                    self._acls.pop(key, None)
+            if changed:
+                self._write()
+            return out

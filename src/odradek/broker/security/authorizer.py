@@ -101,27 +101,34 @@ def _raw(entry: AccessControlEntry) -> Entry:
 
 
 class _Index:
-    """ACLs of one resource type: literal ones by name, prefixed ones as a list."""
+    """ACLs of one resource type: literal ones by name, prefixed ones by prefix. A name's
+    prefixed ACLs are found by looking up its prefixes of each length some prefixed ACL
+    has (Kafka walks a sorted map the same way), not by scanning every prefix."""
 
-    __slots__ = ("literal", "prefixed")
+    __slots__ = ("literal", "prefix_lengths", "prefixed")
 
     def __init__(self) -> None:
         self.literal: dict[str, frozenset[AccessControlEntry]] = {}
-        self.prefixed: list[tuple[str, frozenset[AccessControlEntry]]] = []
+        self.prefixed: dict[str, frozenset[AccessControlEntry]] = {}
+        self.prefix_lengths: tuple[int, ...] = ()
 
     def matching(self, name: str) -> list[AccessControlEntry]:
         out = list(self.literal.get(name, ()))
         if name != WILDCARD:
             out.extend(self.literal.get(WILDCARD, ()))
-        for prefix, entries in self.prefixed:
-            if name.startswith(prefix):
+        prefixed = self.prefixed
+        for length in self.prefix_lengths:
+            if length > len(name):
+                break
+            entries = prefixed.get(name[:length])
+            if entries is not None:
                 out.extend(entries)
         return out
 
     def everything(self) -> Iterable[tuple[str, bool, frozenset[AccessControlEntry]]]:
         for name, entries in self.literal.items():
             yield name, False, entries
-        for prefix, entries in self.prefixed:
+        for prefix, entries in self.prefixed.items():
             yield prefix, True, entries
 
 
@@ -163,12 +170,16 @@ class AclAuthorizer:
         self._set(pattern, entries)
 
     def _set(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        self._set_many({pattern: frozenset(_raw(e) for e in entries)})
+
+    def _set_many(self, stored: dict[ResourcePattern, frozenset[Entry]]) -> None:
         with self._lock:
             acls = dict(self._acls)
-            if entries:
-                acls[pattern] = entries
-            else:
-                acls.pop(pattern, None)
+            for pattern, raw in stored.items():
+                if raw:
+                    acls[pattern] = frozenset(_entry(e) for e in raw)
+                else:
+                    acls.pop(pattern, None)
             self._acls = acls
             self._rebuild()
 
@@ -177,9 +188,11 @@ class AclAuthorizer:
         for pattern, entries in self._acls.items():
             part = index.setdefault(pattern.resource_type, _Index())
             if pattern.pattern_type is PatternType.PREFIXED:
-                part.prefixed.append((pattern.name, entries))
+                part.prefixed[pattern.name] = entries
             else:
                 part.literal[pattern.name] = entries
+        for part in index.values():
+            part.prefix_lengths = tuple(sorted({len(prefix) for prefix in part.prefixed}))
         self._index = index  # one reference swap: readers never see half an index
 
     # --- decisions (no I/O) -------------------------------------------------------------
@@ -279,10 +292,13 @@ class AclAuthorizer:
                 continue
             results.append(None)
             valid.setdefault(binding.pattern, set()).add(binding.entry)
-        for pattern, entries in valid.items():
-            raw = {_raw(e) for e in entries}
-            stored = self.store.update(_key(pattern), lambda now, raw=raw: now | raw)
-            self._set(pattern, frozenset(_entry(e) for e in stored))
+        def adding(entries: set[AccessControlEntry]) -> Callable[[frozenset], frozenset]:
+            raw = frozenset(_raw(e) for e in entries)
+            return lambda now: now | raw
+
+        changes = {_key(pattern): adding(entries) for pattern, entries in valid.items()}
+        stored = self.store.update_many(changes)
+        self._set_many({pattern: stored[_key(pattern)] for pattern in valid})
         return results
 
     def describe(self, flt: AclBindingFilter) -> list[AclBinding]:
@@ -297,15 +313,11 @@ class AclAuthorizer:
         """The bindings each filter removed."""
         deleted: list[list[AclBinding]] = [[] for _ in filters]
         patterns = {p for p in self._acls if any(f.matches_pattern(p) for f in filters)}
-        for pattern in sorted(patterns):
-            removed: dict[int, list[AclBinding]] = {}
+        removed: dict[ResourcePattern, dict[int, list[AclBinding]]] = {}
 
-            def change(
-                now: frozenset[Entry],
-                pattern: ResourcePattern = pattern,
-                removed: dict[int, list[AclBinding]] = removed,
-            ) -> frozenset[Entry]:
-                removed.clear()  # a retried conditional update starts again
+        def change_of(pattern: ResourcePattern) -> Callable[[frozenset[Entry]], frozenset[Entry]]:
+            def change(now: frozenset[Entry]) -> frozenset[Entry]:
+                hits_by_filter = removed[pattern] = {}  # a retried update starts again
                 keep = set()
                 for raw in now:
                     entry = _entry(raw)
@@ -315,13 +327,16 @@ class AclAuthorizer:
                         if f.matches_pattern(pattern) and f.matches_entry(entry)
                     ]
                     for i in hits:
-                        removed.setdefault(i, []).append(AclBinding(pattern, entry))
+                        hits_by_filter.setdefault(i, []).append(AclBinding(pattern, entry))
                     if not hits:
                         keep.add(raw)
                 return frozenset(keep)
 
-            stored = self.store.update(_key(pattern), change)
-            self._set(pattern, frozenset(_entry(e) for e in stored))
-            for i, bindings in removed.items():
+            return change
+
+        stored = self.store.update_many({_key(p): change_of(p) for p in sorted(patterns)})
+        self._set_many({p: stored[_key(p)] for p in patterns})
+        for pattern in sorted(patterns):
+            for i, bindings in removed.get(pattern, {}).items():
                 deleted[i].extend(bindings)
         return deleted
