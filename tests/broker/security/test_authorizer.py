@@ -259,3 +259,22 @@ def test_settings_from_config() -> None:
     assert authorizer_settings({"authorizer.class.name": ""}.get) is None
     with pytest.raises(AclError, match="unknown authorizer"):
         authorizer_settings({"authorizer.class.name": "com.example.Mine"}.get)
+
+
+def test_many_acls_cost_one_write_of_the_local_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import odradek.cluster.acl_store as acl_store
+
+    authorizer = make(tmp_path)
+    writes: list[Path] = []
+    real_write = acl_store.atomic_write
+    monkeypatch.setattr(
+        acl_store, "atomic_write", lambda path, data: (writes.append(path), real_write(path, data))
+    )
+    bindings = [binding(TOPIC, f"t-{i}", Operation.READ) for i in range(300)]
+    assert authorizer.create(bindings) == [None] * 300
+    assert len(writes) == 1
+    removed = authorizer.delete([AclBindingFilter(TOPIC)])
+    assert len(removed[0]) == 300 and len(writes) == 2
+    assert authorizer.describe(AclBindingFilter()) == []
