@@ -103,3 +103,19 @@ def test_another_store_is_told_of_changes(clients: Callable[[], ZkClient]) -> No
     # Notifications older than the watch were already covered by the reader's load.
     assert sorted(seen) == [("Topic", "LITERAL", "after"), ("Topic", "PREFIXED", "p-")]
     reader.close()
+
+
+def test_expired_notifications_are_purged(clients: Callable[[], ZkClient]) -> None:
+    writer = ZkAclStore(clients())
+    writer.update(("Topic", "LITERAL", "old"), lambda now: now | {ALICE_READ})
+    reader_zk = clients()
+    reader = ZkAclStore(reader_zk, change_expiration_ms=0)
+    seen: list[tuple[str, str, str]] = []
+    reader.watch(seen.append)
+    writer.update(("Topic", "LITERAL", "new"), lambda now: now | {ALICE_READ})
+    deadline = time.monotonic() + 20
+    while reader_zk._zk.get_children("/kafka-acl-changes") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert seen == [("Topic", "LITERAL", "new")]
+    assert reader_zk._zk.get_children("/kafka-acl-changes") == []
+    reader.close()

@@ -8,7 +8,8 @@
 * every change is announced with a sequential ``/kafka-acl-changes/acl_changes_<seq>``
   (literal: ``TOPIC:<name>``) or ``/kafka-acl-extended-changes/acl_changes_<seq>``
   (``{"version":1,"resourceType":"TOPIC","name":..,"patternType":"PREFIXED"}``). Every
-  broker watches both and re-reads the resource each new notification names.
+  broker watches both and re-reads the resource each new notification names; those older
+  than 15 minutes are deleted as newer ones are processed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -33,6 +35,9 @@ LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 _MAX_CONFLICTS = 50
+# Notifications older than this are deleted by whichever broker processes a newer one
+# (Kafka's ZkNodeChangeNotificationListener.changeExpirationMs).
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 # Kafka's ResourceType enum names, for the legacy literal change notifications.
 _ENUM_NAMES = {
@@ -84,8 +89,9 @@ def _zk_name(kind: str) -> str:
 
 
 class ZkAclStore(AclStore):
-    def __init__(self, zk: ZkSession) -> None:
+    def __init__(self, zk: ZkSession, change_expiration_ms: int = CHANGE_EXPIRATION_MS) -> None:
         self._zk = zk
+        self._expiration_ms = change_expiration_ms
         self._stopped = threading.Event()
         self._seen: dict[str, int] = {}
         self._watch_lock = threading.Lock()
@@ -180,6 +186,20 @@ class ZkAclStore(AclStore):
                         on_change(decode_change(root, found[0]))
                 except Exception:  # one bad notification must not stop the others
                     log.exception("processing ACL change %s/%s failed", root, child)
+            self._purge(root, children)
+
+    def _purge(self, root: str, children: list[str]) -> None:
+        """Delete notifications older than the expiry (every broker has long seen them)."""
+        cutoff = time.time() * 1000 - self._expiration_ms
+        for child in children:
+            try:
+                found = self._zk._get(f"{root}/{child}")
+                if found is not None and found[1].ctime < cutoff:
+                    self._zk._call(self._zk._zk.delete, f"{root}/{child}", found[1].version)
+            except (NoNodeError, BadVersionError):
+                continue  # another broker purged it first
+            except Exception:
+                log.exception("purging ACL change %s/%s failed", root, child)
 
     def close(self) -> None:
         self._stopped.set()
