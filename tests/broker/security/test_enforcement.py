@@ -47,6 +47,7 @@ def enforcer(tmp_path: Path) -> Enforcer:
             allow(ResourceType.TOPIC, "ok", Operation.READ),
             allow(ResourceType.TOPIC, "new-", Operation.CREATE, PatternType.PREFIXED),
             allow(ResourceType.GROUP, "g", Operation.READ),
+            allow(ResourceType.GROUP, "g2", Operation.DESCRIBE),
             allow(ResourceType.TRANSACTIONAL_ID, "tx", Operation.WRITE),
         ]
     )
@@ -334,3 +335,51 @@ def test_inter_broker_apis_need_cluster_action(enforcer: Enforcer) -> None:
     assert response.markers[0].topics[0].partitions[0].error_code == (
         ErrorCode.cluster_authorization_failed
     )
+
+
+def test_offset_fetch_v8_filters_groups_and_their_topics(enforcer: Enforcer) -> None:
+    request = build_request(
+        9,
+        8,
+        {
+            "groups": [
+                {
+                    "group_id": "g",
+                    "topics": [{"name": n, "partition_indexes": [0]} for n in ("ok", "no")],
+                },
+                {"group_id": "g2", "topics": None},
+                {"group_id": "other", "topics": None},
+            ],
+            "require_stable": False,
+        },
+    )
+
+    def answer(req: Any) -> Any:
+        partition = {
+            "partition_index": 0,
+            "committed_offset": 7,
+            "committed_leader_epoch": -1,
+            "metadata": "",
+            "error_code": 0,
+        }
+        groups = [
+            {
+                "group_id": g.group_id,
+                "topics": [{"name": n, "partitions": [partition]} for n in ("ok", "no")],
+                "error_code": 0,
+            }
+            for g in req.groups
+        ]
+        return build_response(9, 8, {"throttle_time": 0, "groups": groups})
+
+    handler = Handler(answer)
+    response = run(enforcer, 9, 8, request, handler)
+    assert [g.group_id for g in handler.seen.groups] == ["g", "g2"]
+    named, everything, refused = response.groups
+    assert {t.name: int(t.partitions[0].error_code) for t in named.topics} == {
+        "ok": 0,
+        "no": ErrorCode.topic_authorization_failed,
+    }
+    assert named.topics[1].partitions[0].committed_offset == -1
+    assert [t.name for t in everything.topics] == ["ok"]
+    assert (refused.group_id, refused.error_code) == ("other", ErrorCode.group_authorization_failed)

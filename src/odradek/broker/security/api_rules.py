@@ -8,6 +8,7 @@ Fetch from consumers is checked by its handler (see ``enforcement``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -189,13 +190,36 @@ def offset_fetch(check: Check, request: Any, _version: int) -> Decision | None:
     groups = getattr(request, "groups", None)
     if groups:  # v8+: one answer per group
         codes = [None if check.group(DESCRIBE, str(g.group_id)) else GROUP_DENIED for g in groups]
-        return Decision(split=Split("groups", "groups", codes))
+        return Decision(
+            split=Split("groups", "groups", codes),
+            transform=lambda response: _offset_fetch_topics(check, groups, response),
+        )
     refused = _group_refusal(check, DESCRIBE, str(request.group_id))
     if refused is not None:
         return refused
     if request.topics is None:  # all the group's topics: hide those it may not describe
         return Decision(keep=("topics", lambda t: check.topic(DESCRIBE, str(t.name))))
     return Decision(split=_topics(check, request, "topics", "topics", DESCRIBE))
+
+
+def _offset_fetch_topics(check: Check, groups: Any, response: Any) -> Any:
+    """OffsetFetch v8: in each group, topics the principal may not describe are left out
+    (the group's whole offsets were asked for) or answered TOPIC_AUTHORIZATION_FAILED."""
+    named = {str(g.group_id) for g in groups if g.topics is not None}
+    out = []
+    for group in response.groups:
+        topics = []
+        for topic in group.topics:
+            if check.topic(DESCRIBE, str(topic.name)):
+                topics.append(topic)
+            elif str(group.group_id) in named:
+                partitions = tuple(
+                    replace(p, committed_offset=-1, metadata="", error_code=ErrorCode(TOPIC_DENIED))
+                    for p in topic.partitions
+                )
+                topics.append(replace(topic, partitions=partitions))
+        out.append(replace(group, topics=tuple(topics)))
+    return replace(response, groups=tuple(out))
 
 
 def offset_delete(check: Check, request: Any, _version: int) -> Decision | None:

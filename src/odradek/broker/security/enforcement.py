@@ -53,6 +53,8 @@ class Decision:
     answer: dict[str, Any] | None = None  # a refusal whose shape the rule builds itself
     split: Split | None = None
     keep: tuple[str, Callable[[Any], bool]] | None = None
+    # Applied to the handler's response entity last (nested filtering, OffsetFetch v8).
+    transform: Callable[[Any], Any] | None = None
 
 
 @dataclass(slots=True)
@@ -134,6 +136,8 @@ class Enforcer:
             result = await handler(ctx, request)
         if decision.keep is not None:
             result = _transform(api_key, version, result, _keeper(*decision.keep))
+        if decision.transform is not None:
+            result = _transform(api_key, version, result, decision.transform)
         return result
 
     async def _split(
