@@ -385,4 +385,8 @@ RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
     api.DESCRIBE_ACLS: describe_acls,
     api.CREATE_ACLS: _cluster(ALTER),
     api.DELETE_ACLS: _cluster(ALTER),
+    # AlterPartitionReassignments / ListPartitionReassignments (KIP-455), by number: a key
+    # without a handler is never dispatched, so the rule waits harmlessly for one.
+    45: _cluster(ALTER),
+    46: _cluster(DESCRIBE),
 }
