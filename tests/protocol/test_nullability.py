@@ -21,6 +21,7 @@ from odradek.protocol.versions import (
     CREATE_TOPICS,
     DELETE_GROUPS,
     DELETE_RECORDS,
+    DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
@@ -99,13 +100,19 @@ def test_every_api_has_fields_to_check() -> None:
     """The walk above is not vacuous: each API has, in some version, fields that must not
     be null (some versions have empty bodies: ApiVersions v0-2, ListGroups v0-3). Only
     InitProducerId (a nullable transactional id and integers), DescribeCluster (a
-    boolean) and ControlledShutdown (integers) have none."""
+    boolean), ControlledShutdown (integers) and DescribeAcls (nullable filters and int8s)
+    have none."""
     checked = {
         api_key
         for api_key, version in PAIRS
         if any(not s.nullable for _p, s in _nullable_sites(request_specimen(api_key, version)))
     }
-    assert set(SUPPORTED) - checked == {INIT_PRODUCER_ID, DESCRIBE_CLUSTER, CONTROLLED_SHUTDOWN}
+    assert set(SUPPORTED) - checked == {
+        INIT_PRODUCER_ID,
+        DESCRIBE_CLUSTER,
+        CONTROLLED_SHUTDOWN,
+        DESCRIBE_ACLS,
+    }
 
 
 @pytest.mark.parametrize(

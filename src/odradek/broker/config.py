@@ -109,6 +109,20 @@ def _replica_selector(value: Any) -> str | None:
     if value in SELECTOR_CLASSES:
         return None
     return f"only {RACK_AWARE_REPLICA_SELECTOR} is supported"
+def _authorizer_class(value: Any) -> str | None:
+    from odradek.broker.security.authorizer import KNOWN_AUTHORIZERS
+
+    if value and str(value).strip() not in KNOWN_AUTHORIZERS:
+        return f"unknown authorizer (supported: {', '.join(sorted(KNOWN_AUTHORIZERS))})"
+    return None
+
+
+def _super_users(value: Any) -> str | None:
+    for part in str(value or "").split(";"):
+        kind, sep, name = part.strip().partition(":")
+        if part.strip() and not (sep and kind and name):
+            return f"{part.strip()!r} is not a principal of the form Type:name (User:admin)"
+    return None
 
 
 def _zookeeper_connect(value: Any) -> str | None:
@@ -311,6 +325,24 @@ _KEYS: list[ConfigKey] = [
         "default.replication.factor", "int", 1, "Replication factor of new topics.", _at_least(1)
     ),
     ConfigKey("auto.create.topics.enable", "bool", True, "Create topics on first metadata use."),
+    # Authorization (security.authorizer): Kafka's AclAuthorizer keys.
+    ConfigKey(
+        "authorizer.class.name",
+        "string",
+        "",
+        "kafka.security.authorizer.AclAuthorizer (or StandardAuthorizer) turns ACLs on.",
+        _authorizer_class,
+    ),
+    ConfigKey(
+        "super.users",
+        "string",
+        "",
+        "Principals allowed everything, ';'-separated.",
+        _super_users,
+    ),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found", "bool", False, "Allow a resource that has no ACLs."
+    ),
     ConfigKey("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     # Network.
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame.", _at_least(1)),

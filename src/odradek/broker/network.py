@@ -139,6 +139,9 @@ class RequestContext:
     received_at: float = 0.0  # the server clock when the frame was complete
     listener_name: str = "PLAINTEXT"  # the listener the request came in on
     principal: str = "User:ANONYMOUS"  # who authenticated (TLS certificate or SASL)
+    # With an authorizer: the request's access check (security.enforcement.Check), for
+    # handlers that authorise inside (Fetch); None when every request is allowed.
+    authz: Any = None
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from odradek.broker import cluster_mode
@@ -30,6 +31,7 @@ from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import (
+    acls,
     admin,
     configs,
     fetch,
@@ -53,12 +55,16 @@ from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager, ProducerIds, ZkProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
+from odradek.broker.security.api_rules import RULES as ACL_RULES
+from odradek.broker.security.authorizer import AclAuthorizer, authorizer_settings
+from odradek.broker.security.enforcement import Enforcer
 from odradek.broker.security.hooks import ListenerHooks
 from odradek.broker.security.scram import ScramCredential
 from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.broker.topics import TopicManager, broker_log_defaults
 from odradek.broker.txn import handlers as txn_handlers
 from odradek.broker.txn.service import TransactionService
+from odradek.cluster.acl_store import LocalAclStore
 from odradek.cluster.controller import Controller
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataStore
@@ -103,6 +109,9 @@ HANDLERS: dict[int, Handler] = {
     36: scram_users.handle_sasl_authenticate,
     50: scram_users.handle_describe_user_scram_credentials,
     51: scram_users.handle_alter_user_scram_credentials,
+    29: acls.handle_describe_acls,
+    30: acls.handle_create_acls,
+    31: acls.handle_delete_acls,
 }
 
 
@@ -129,6 +138,9 @@ class KafkaServer:
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
+        # authorizer.class.name set: ACLs decide every request (security.enforcement).
+        self.authorizer: AclAuthorizer | None = None
+        self._enforcer: Enforcer | None = None
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
         # group joins, syncs and sessions), advanced by one task on the event loop.
         self.timer = Timer()
@@ -240,6 +252,7 @@ class KafkaServer:
         if self.metrics is not None:  # before the listeners: a port in use stops us early
             await self.metrics.start()
             log.info("Prometheus metrics on http://%s:%d/metrics", *self._metrics_address())
+        await self._start_authorizer()
         await self._start_listeners(listeners)
         broker_info.host, broker_info.port = self.advertised_endpoints[advertised[0].name]
         self._start_background_jobs()
@@ -313,6 +326,30 @@ class KafkaServer:
     def _metrics_address(self) -> tuple[str, int]:
         assert self.metrics is not None
         return self.metrics.endpoint.host, self.metrics.port
+    async def _start_authorizer(self) -> None:
+        """ACLs from ZooKeeper in a cluster, else from the data directory's file."""
+        settings = authorizer_settings(self.config.get)
+        if settings is None:
+            return
+        if self.cluster is not None:
+            from odradek.cluster.zk.acls import ZkAclStore
+
+            store: Any = ZkAclStore(self.cluster.zk)
+        else:
+            store = LocalAclStore(self.data_dir)
+        self.authorizer = AclAuthorizer(store, settings)
+        await asyncio.to_thread(self.authorizer.start)
+        self._enforcer = Enforcer(
+            self.authorizer,
+            ACL_RULES,
+            self._topic_exists,
+            bool(self.config.get("auto.create.topics.enable")),
+        )
+
+    def _topic_exists(self, topic: str) -> bool:
+        if self.cluster_parts is not None:
+            return self.cluster_parts.metadata_cache.contains(topic)
+        return self.metadata.topic(topic) is not None
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""
@@ -392,6 +429,8 @@ class KafkaServer:
             await self.metrics.stop()
             if flush_stats.observer == self.stats.flushed:  # type: ignore[union-attr]
                 flush_stats.observer = None
+        if self.authorizer is not None:
+            self.authorizer.close()
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -605,6 +644,8 @@ class KafkaServer:
         if handler is None:
             # The protocol layer only decodes advertised APIs, so this is a wiring bug.
             raise LookupError(f"no handler for api key {ctx.header.api_key}")
+        if self._enforcer is not None:
+            return await self._enforcer.handle(ctx, request, partial(handler, self))
         return await handler(self, ctx, request)
 
     def advertised_versions(self) -> dict[int, tuple[int, int]]:

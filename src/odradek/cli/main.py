@@ -43,6 +43,7 @@ def _register() -> None:
         "elect_leaders",
         "reassign_partitions",
         "configs",
+        "acls",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])

@@ -65,11 +65,12 @@ _ARRAY_SOURCES: dict[str, tuple[str, ...]] = {
     "partition_responses": ("partition_data", "partitions"),
     "partitions": ("partitions", "partition_data", "partition_indexes"),
     "topics": ("topics",),
-    "results": ("topics", "groups_names", "resources"),
+    "results": ("topics", "groups_names", "resources", "creations"),
+    "filter_results": ("filters",),
     "groups": ("groups",),
     "coordinators": ("coordinator_keys",),
     "members": ("members",),
-    "results_by_topic_v3_and_below": ("topics",),
+    "results_by_topic_v3_and_below": ("topics", "v3_and_below_topics"),
     "results_by_partition": ("partitions",),
 }
 # Where a request array holds plain values, which response field receives them.

@@ -153,7 +153,10 @@ def _handlers(zk: ZkClient, cache: MetadataCache) -> ClusterTopicHandlers:
 
 
 def _ctx(api_key: int, version: int) -> Any:
-    return types.SimpleNamespace(header=types.SimpleNamespace(api_key=api_key, api_version=version))
+    return types.SimpleNamespace(
+        header=types.SimpleNamespace(api_key=api_key, api_version=version),
+        listener_name="PLAINTEXT",
+    )
 
 
 def _update(cache: MetadataCache, states: list[dict[str, Any]]) -> None:

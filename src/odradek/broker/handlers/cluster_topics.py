@@ -78,6 +78,19 @@ class ClusterTopicHandlers:
 
     # --- Metadata -----------------------------------------------------------------------
 
+    def _brokers_on(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """Live brokers as clients of ``listener`` must reach them (Kafka names each
+        broker's endpoint of the listener the request came in on; a broker without
+        that listener is left out)."""
+        out = []
+        for broker in self.cache.live_brokers():
+            endpoint = broker.endpoint(listener) if broker.endpoints else None
+            if endpoint is None and broker.endpoints:
+                continue
+            host, port = endpoint or (broker.host, broker.port)
+            out.append((broker.broker_id, host, port, broker.rack))
+        return out
+
     async def handle_metadata(self, ctx: RequestContext, request: Any) -> Any:
         await self._first_update_metadata()
         requested = getattr(request, "topics", None)
@@ -102,8 +115,8 @@ class ClusterTopicHandlers:
             {
                 "throttle_time": 0,
                 "brokers": [
-                    {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in self.cache.live_brokers()
+                    {"node_id": node, "host": host, "port": port, "rack": rack}
+                    for node, host, port, rack in self._brokers_on(ctx.listener_name)
                 ],
                 "cluster_id": self.cluster_id,
                 "controller_id": self.cache.controller_id,
@@ -197,8 +210,8 @@ class ClusterTopicHandlers:
                 "cluster_id": self.cluster_id,
                 "controller_id": self.cache.controller_id,
                 "brokers": [
-                    {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in self.cache.live_brokers()
+                    {"broker_id": node, "host": host, "port": port, "rack": rack}
+                    for node, host, port, rack in self._brokers_on(ctx.listener_name)
                 ],
                 "cluster_authorized_operations": NOT_REQUESTED,
             },

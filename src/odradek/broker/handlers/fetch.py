@@ -31,6 +31,7 @@ from odradek.broker.handlers.common import (
     respond_many,
 )
 from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
+from odradek.broker.security.acl import Operation
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -42,14 +43,18 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 INVALID_SESSION_ID = 0
+_TOPIC_DENIED = ErrorCode.topic_authorization_failed
 FINAL_EPOCH = -1
 
 
 class _FetchPlan:
     """The partitions of one fetch request, read and re-read until the answer is ready."""
 
-    def __init__(self, server: KafkaServer, request: Any, api_version: int = 0) -> None:
+    def __init__(
+        self, server: KafkaServer, request: Any, api_version: int = 0, authz: Any = None
+    ) -> None:
         self.server = server
+        self._authz = authz  # with an authorizer: consumers need Read on each topic
         self.isolation_level = int(getattr(request, "isolation_level", 0))
         self.max_bytes = int(getattr(request, "max_bytes", 0x7FFFFFFF))
         self.min_bytes = int(request.min_bytes)
@@ -68,12 +73,20 @@ class _FetchPlan:
         may list a million)."""
         ticker = Ticker()
         for topic in self._request.topics:
+            # Followers were authorised as a whole (ClusterAction) before the handler.
+            readable = (
+                self._authz is None
+                or self.replica_id >= 0
+                or self._authz.topic(Operation.READ, topic.topic)
+            )
             for p in topic.partitions:
                 await ticker.tick()
                 self.items.append(
                     (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
                 )
-                if self.replica_id >= 0:
+                if not readable:
+                    self.errors[(topic.topic, int(p.partition))] = _TOPIC_DENIED
+                elif self.replica_id >= 0:
                     code = self.server.replica_manager.record_follower_fetch(
                         topic.topic,
                         int(p.partition),
@@ -153,7 +166,7 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
     if session_epoch not in (0, FINAL_EPOCH):
         return server.encode_fetch(ctx, ErrorCode.invalid_fetch_session_epoch, 0, [])
 
-    plan = _FetchPlan(server, request, ctx.header.api_version)
+    plan = _FetchPlan(server, request, ctx.header.api_version, ctx.authz)
     await plan.collect()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:

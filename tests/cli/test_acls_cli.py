@@ -1,0 +1,116 @@
+"""``odradek acls`` flag handling without a broker: which ACLs the flags stand for, and how
+a Java client properties file becomes librdkafka settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.security.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from odradek.cli.acls import acls_by_resource, block, client_config, entries, resource_filters
+from odradek.cli.errors import CliError
+
+TOPIC, GROUP, CLUSTER, TXN = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+)
+LITERAL = PatternType.LITERAL
+
+
+def ops(acls: list[AccessControlEntry]) -> set[Operation]:
+    return {acl.operation for acl in acls}
+
+
+def make(principals: tuple[str, ...] = ("User:bob",)):  # type: ignore[no-untyped-def]
+    return lambda operations: entries(principals, (), (), (), operations)
+
+
+def test_principals_hosts_and_operations_multiply() -> None:
+    acls = entries(
+        ["User:a", "User:b"], ["User:c"], ["10.0.0.1", "10.0.0.2"], [], [Operation.READ]
+    )
+    assert len(acls) == 5
+    denied = [acl for acl in acls if acl.permission is Permission.DENY]
+    assert denied == [AccessControlEntry("User:c", "*", Operation.READ, Permission.DENY)]
+    with pytest.raises(CliError, match="Type:name"):
+        entries(["bob"], [], [], [], [Operation.READ])
+
+
+def test_producer_and_consumer_conveniences() -> None:
+    filters = resource_filters(["t"], ["g"], ["tx"], False, LITERAL)
+    producer = acls_by_resource(filters, make(), True, False, True, [])
+    assert ops(producer[(TOPIC, "t", LITERAL)]) == {
+        Operation.WRITE,
+        Operation.DESCRIBE,
+        Operation.CREATE,
+    }
+    assert ops(producer[(TXN, "tx", LITERAL)]) == {Operation.WRITE, Operation.DESCRIBE}
+    assert ops(producer[(CLUSTER, CLUSTER_NAME, LITERAL)]) == {Operation.IDEMPOTENT_WRITE}
+    assert (GROUP, "g", LITERAL) not in producer
+    both = acls_by_resource(filters, make(), True, True, False, [])
+    assert ops(both[(TOPIC, "t", LITERAL)]) == {
+        Operation.WRITE,
+        Operation.DESCRIBE,
+        Operation.CREATE,
+        Operation.READ,
+    }
+    assert ops(both[(GROUP, "g", LITERAL)]) == {Operation.READ}
+
+
+def test_operations_a_resource_type_does_not_have_are_refused() -> None:
+    filters = resource_filters([], ["g"], [], False, LITERAL)
+    with pytest.raises(CliError, match="ResourceType GROUP only supports operations"):
+        acls_by_resource(filters, make(), False, False, False, [Operation.WRITE])
+    cluster = resource_filters([], [], [], True, LITERAL)
+    assert cluster == [(CLUSTER, CLUSTER_NAME, LITERAL)]
+    # --cluster with a prefixed pattern names no resource, as kafka-acls.
+    assert resource_filters([], [], [], True, PatternType.PREFIXED) == []
+
+
+def test_listing_block_is_kafkas() -> None:
+    acls = [
+        AccessControlEntry("User:a", "*", Operation.READ, Permission.ALLOW),
+        AccessControlEntry("User:a", "*", Operation.WRITE, Permission.ALLOW),
+    ]
+    assert block(acls) == (
+        "\n \t(principal=User:a, host=*, operation=READ, permissionType=ALLOW)\n"
+        "\t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW) \n"
+    )
+
+
+def test_command_config_is_translated(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="admin" password="s3cret";\n'
+        "ssl.truststore.type=PEM\n"
+        "ssl.truststore.location=/etc/ca.pem\n"
+        "client.id=acl-tool\n"
+    )
+    assert client_config("h:1", path) == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": "/etc/ca.pem",
+        "client.id": "acl-tool",
+    }
+    with pytest.raises(CliError, match="cannot read"):
+        client_config("h:1", tmp_path / "missing.properties")
+    bad = tmp_path / "bad.properties"
+    bad.write_text("sasl.jaas.config=nonsense\n")
+    with pytest.raises(CliError, match=r"sasl\.jaas\.config"):
+        client_config("h:1", bad)
