@@ -9,6 +9,28 @@ import pytest
 
 from tests.helpers.broker import BrokerProcess
 
+_ROOT = Path(__file__).resolve().parent.parent
+# Files whose brokers listen on Kafka's default port 9092, as a user's would: one worker.
+_DEFAULT_PORT_FILES = {"tests/docs/test_docs_examples.py", "tests/cli/test_readme_using_it.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test.sh runs two workers).
+
+    Each test file stays on one worker, so its module-scoped fixtures (a shared broker)
+    start once; every Spark test shares one worker, so the session's one SparkSession
+    (6-40 s to start, about 1 GB) starts once; the files that use port 9092 share one.
+    Without xdist the marks are inert.
+    """
+    for item in items:
+        path = Path(str(item.path)).resolve().relative_to(_ROOT)
+        group = path.as_posix()
+        if path.parts[:2] == ("tests", "spark"):
+            group = "spark"
+        elif group in _DEFAULT_PORT_FILES:
+            group = "port-9092"
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
