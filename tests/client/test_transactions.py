@@ -8,8 +8,13 @@ state checks, and the blocking wrapper.
 
 from __future__ import annotations
 
+import asyncio
+import random
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
@@ -257,8 +262,6 @@ async def test_too_long_a_timeout_is_fatal(shared_broker) -> None:
 
 
 def test_sync_producer_transactions(shared_broker: BrokerProcess) -> None:
-    import asyncio
-
     bootstrap, topic = shared_broker.bootstrap, unique("sync")
     asyncio.run(create(bootstrap, topic, 2))
     with SyncProducer(bootstrap, transactional_id=unique("tid")) as producer:
@@ -271,3 +274,68 @@ def test_sync_producer_transactions(shared_broker: BrokerProcess) -> None:
         producer.send(topic, b"gone", partition=0)
         producer.abort_transaction()
     assert sorted(ck_committed_values(bootstrap, topic)) == [b"a", b"b"]
+
+
+WORKER = Path(__file__).with_name("eos_worker.py")
+
+
+def test_consume_transform_produce_is_exactly_once_across_sigkills(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """The worker (GroupConsumer + transactional producer) is SIGKILLed at random points
+    three times and restarted; read_committed then sees every input exactly once."""
+    bootstrap = broker.bootstrap
+    source, sink, group, tid = unique("in"), unique("out"), unique("g"), unique("tid")
+    asyncio.run(create(bootstrap, source, 2))
+    asyncio.run(create(bootstrap, sink, 2))
+    total = 3000
+
+    async def fill() -> None:
+        async with Producer(bootstrap, linger_ms=5) as producer:
+            for i in range(total):
+                await producer.send(source, b"%d" % i, b"k%d" % i, partition=i % 2)
+            await producer.flush()
+
+    asyncio.run(fill())
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+
+    def start() -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), bootstrap, source, sink, group, tid],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def committed_output() -> list[bytes]:
+        return asyncio.run(read_values(bootstrap, sink, 2, isolation="read_committed"))
+
+    seen = 0
+    for _ in range(3):
+        assert seen < total, "the input was consumed before the last kill: make it bigger"
+        worker = start()
+        try:
+            deadline = time.monotonic() + 90
+            while len(committed_output()) <= seen:
+                assert worker.poll() is None, "the worker exited"
+                assert time.monotonic() < deadline, f"no progress (seed {seed})"
+                time.sleep(0.2)
+            time.sleep(rng.uniform(0.0, 0.6))  # a random point in its stream of transactions
+        finally:
+            worker.kill()
+            worker.wait(30)
+        seen = len(committed_output())
+    worker = start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(set(committed_output())) < total:
+            assert worker.poll() is None, "the worker exited"
+            assert time.monotonic() < deadline, f"the output stays incomplete (seed {seed})"
+            time.sleep(0.5)
+    finally:
+        worker.kill()
+        worker.wait(30)
+    output = committed_output()
+    assert sorted(output) == sorted(b"out-%d" % i for i in range(total)), f"seed {seed}"
+    everything = asyncio.run(read_values(bootstrap, sink, 2, isolation="read_uncommitted"))
+    print(f"seed {seed}: {len(everything) - total} record(s) written by aborted transactions")
