@@ -114,11 +114,13 @@ def test_exactly_once_sink_across_sigkill_and_a_rerun_batch(
 
     # 3. The crash the design is about: the batch's transactions committed, Spark's commit log
     #    entry is missing. Spark runs that batch again; its tasks must find it written.
-    #    (If the stop interrupted a later batch, that one is re-run anyway.)
-    last = max(int(f.name) for f in (checkpoint / "offsets").iterdir() if f.name.isdigit())
-    if last in spark_commits(checkpoint):
-        (checkpoint / "commits" / str(last)).unlink()
-        (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)  # Hadoop's checksum
+    #    (A batch the stop interrupted is planned again from the offsets before it.)
+    last = spark_commits(checkpoint)[-1]
+    for name, first_removed in (("offsets", last + 1), ("commits", last)):
+        for entry in (checkpoint / name).iterdir():
+            if entry.name.isdigit() and int(entry.name) >= first_removed:
+                entry.unlink()
+                (checkpoint / name / f".{entry.name}.crc").unlink(missing_ok=True)  # Hadoop's
 
     # 4. Drain the rest in this process (AvailableNow ends by itself), from the same checkpoint.
     produce(bootstrap, source, [(i % 2, None, b"second-%d" % i) for i in range(1000)])
