@@ -1,6 +1,6 @@
-"""What a transaction costs odradek's producer, against its idempotent producer in the same run.
+"""What a transaction costs odradek's own producer, against its idempotent producer in the same run.
 
-Run from the repository root: ``.venv/bin/python bench/bench_transactions.py`` (``--help``
+Run from the repository root: ``.venv/bin/python bench/bench_client_transactions.py`` (``--help``
 for the knobs). It starts its own broker subprocess and produces ``--records`` 100-byte
 records to a 2-partition topic, each setting on a fresh topic:
 
