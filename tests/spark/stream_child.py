@@ -1,12 +1,15 @@
 """A streaming query in its own process, for the exactly-once tests (which stop or SIGKILL it).
 
     python stream_child.py BOOTSTRAP TOPIC OUTPUT CHECKPOINT [--go-file F] [--stop-file F]
+                           [--sink-topic T]
 
 It reads TOPIC from the earliest offset, 500 offsets per trigger, every 0.3 s, and appends
 ``partition, offset, value`` to Parquet files under OUTPUT (Spark's file sink), checkpointing in
 CHECKPOINT. With ``--go-file`` it starts Spark at once but the query only when that file
 exists (so a restart can be warmed up while the previous run is still going). It runs until
-killed, or until the ``--stop-file`` appears: then it stops the query and exits 0.
+killed, or until the ``--stop-file`` appears: then it stops the query and exits 0. With
+``--sink-topic`` it writes to that odradek topic instead, with ``exactlyOnce=true`` (key
+``partition:offset`` of the input record, same value); OUTPUT is then unused.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def main() -> int:
         parser.add_argument(name)
     parser.add_argument("--go-file")
     parser.add_argument("--stop-file")
+    parser.add_argument("--sink-topic")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -51,17 +55,30 @@ def main() -> int:
     register(spark)
     if args.go_file:
         wait_for(args.go_file)
-    query = (
+    stream = (
         spark.readStream.format("odradek")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "500")
         .load()
-        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
-        .writeStream.format("parquet")
-        .option("path", args.output)
-        .option("checkpointLocation", args.checkpoint)
+    )
+    if args.sink_topic:
+        writer = (
+            stream.selectExpr("CAST(concat(partition, ':', offset) AS BINARY) AS key", "value")
+            .writeStream.format("odradek")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("topic", args.sink_topic)
+            .option("exactlyOnce", "true")
+        )
+    else:
+        writer = (
+            stream.selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", args.output)
+        )
+    query = (
+        writer.option("checkpointLocation", args.checkpoint)
         .trigger(processingTime="300 milliseconds")
         .start()
     )

@@ -151,3 +151,50 @@ def test_sink_options() -> None:
         parse_sink_options({"topic": "x"})
     # Spark hands a streaming sink the query's checkpoint location along with its options.
     parse_sink_options({**BOOT, "topic": "x", "checkpointLocation": "/tmp/c", "queryName": "q"})
+
+
+def test_exactly_once_sink_options() -> None:
+    plain = parse_sink_options({**BOOT, "topic": "out"})
+    assert not plain.exactly_once and plain.transactional_id_prefix == "odradek-spark"
+    assert plain.transaction_timeout_ms == 60_000
+    sink = parse_sink_options(
+        {
+            **BOOT,
+            "topic": "out",
+            "exactlyOnce": "TRUE",
+            "transactionalIdPrefix": "receipts",
+            "kafka.transaction.timeout.ms": "30000",
+        }
+    )
+    assert sink.exactly_once and sink.transactional_id_prefix == "receipts"
+    assert sink.transaction_timeout_ms == 30_000
+    with pytest.raises(OptionError, match="needs the option 'topic'"):
+        parse_sink_options({**BOOT, "exactlyOnce": "true"})
+    with pytest.raises(OptionError, match=r"kafka\.acks"):
+        parse_sink_options({**BOOT, "topic": "o", "exactlyOnce": "true", "kafka.acks": "1"})
+    with pytest.raises(OptionError, match="idempotence"):
+        parse_sink_options(
+            {**BOOT, "topic": "o", "exactlyOnce": "true", "kafka.enable.idempotence": "false"}
+        )
+    with pytest.raises(OptionError, match="'exactlyOnce' must be 'true' or 'false'"):
+        parse_sink_options({**BOOT, "topic": "o", "exactlyOnce": "yes"})
+    with pytest.raises(OptionError, match="must not be empty"):
+        parse_sink_options({**BOOT, "topic": "o", "transactionalIdPrefix": " "})
+    with pytest.raises(OptionError, match="set 'exactlyOnce'"):
+        parse_sink_options({**BOOT, "topic": "o", "kafka.transactional.id": "t"})
+
+
+def test_exactly_once_is_for_streaming_writes_only() -> None:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from odradek.spark.source import OdradekDataSource
+    from odradek.spark.transactional import TaskTransaction
+
+    options = {**BOOT, "topic": "o", "exactlyOnce": "true"}
+    schema = StructType([StructField("value", BinaryType())])
+    with pytest.raises(OptionError, match="streaming writes"):
+        OdradekDataSource(options).writer(schema, False)
+    assert OdradekDataSource(options).streamWriter(schema, False).options.exactly_once
+    # Outside a micro-batch's task there is no batch id to key the transaction on.
+    with pytest.raises(OptionError, match="streaming writes"):
+        TaskTransaction.for_current_task(parse_sink_options(options))

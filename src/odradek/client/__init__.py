@@ -22,7 +22,17 @@ Modules (import from them directly; this package re-exports the main names):
 from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
 from odradek.client.consumer_coordinator import CommitFailedError
 from odradek.client.core import KafkaClient
-from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.errors import (
+    ClientError,
+    InvalidProducerEpochError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionError,
+    TransactionFatalError,
+    TransactionStateError,
+)
 from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
 from odradek.client.group_admin import GroupAdmin, OffsetAndMetadata, ResetSpec, SyncGroupAdmin
 from odradek.client.group_consumer import (
@@ -48,6 +58,7 @@ __all__ = [
     "FetchedPartition",
     "GroupAdmin",
     "GroupConsumer",
+    "InvalidProducerEpochError",
     "KafkaClient",
     "KafkaError",
     "KafkaTimeoutError",
@@ -56,6 +67,7 @@ __all__ = [
     "OffsetAndMetadata",
     "PartitionInfo",
     "Producer",
+    "ProducerFencedError",
     "RebalanceListener",
     "RecordMetadata",
     "ResetSpec",
@@ -65,4 +77,8 @@ __all__ = [
     "SyncGroupConsumer",
     "SyncProducer",
     "TopicInfo",
+    "TransactionAbortableError",
+    "TransactionError",
+    "TransactionFatalError",
+    "TransactionStateError",
 ]

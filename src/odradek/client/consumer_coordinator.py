@@ -384,7 +384,23 @@ class ConsumerCoordinator:
                 raise KafkaError(code, f"{where} of group {self.group_id!r}")
 
     async def fetch_committed(
-        self, partitions: Sequence[TopicPartition]
+        self, partitions: Sequence[TopicPartition], *, require_stable: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The group's committed offsets of ``partitions`` (those without one are left out)."""
-        return await self._admin.fetch_offsets(self.group_id, list(partitions))
+        """The group's committed offsets of ``partitions`` (those without one are left out).
+
+        ``require_stable`` (what a read_committed consumer asks, as Java's does): an offset
+        still pending in a transaction is waited for (UNSTABLE_OFFSET_COMMIT is retried,
+        for up to ``request_timeout_ms``), so a consumer taking over never starts from the
+        offset before a commit that is completing."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.request_timeout_ms / 1000
+        while True:
+            try:
+                return await self._admin.fetch_offsets(
+                    self.group_id, list(partitions), require_stable=require_stable
+                )
+            except KafkaError as exc:
+                codes = {exc.code, *(e.code for e in exc.errors.values())}
+                if ErrorCode.unstable_offset_commit not in codes or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(self.retry_backoff_ms / 1000)

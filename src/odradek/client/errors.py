@@ -21,7 +21,13 @@ __all__ = [
     "ErrorCode",
     "KafkaError",
     "KafkaTimeoutError",
+    "InvalidProducerEpochError",
     "NoBrokersAvailableError",
+    "ProducerFencedError",
+    "TransactionAbortableError",
+    "TransactionError",
+    "TransactionFatalError",
+    "TransactionStateError",
     "check_error",
 ]
 
@@ -69,6 +75,47 @@ class KafkaTimeoutError(ClientError):
 
 class NoBrokersAvailableError(ClientError):
     """None of the bootstrap servers or known brokers could be reached."""
+
+
+class TransactionError(KafkaError):
+    """A transactional producer's error; ``abortable`` says whether the producer can go on.
+
+    As the Java client classifies them: an *abortable* error (:class:`TransactionAbortableError`)
+    dooms the current transaction only: ``abort_transaction()`` and begin a new one. A *fatal*
+    one (:class:`TransactionFatalError`, e.g. :class:`ProducerFencedError`) leaves the producer
+    unusable: every later call raises it again; close the producer (a new instance with the
+    same ``transactional_id`` fences this one and takes over).
+    """
+
+    abortable = False
+
+
+class TransactionAbortableError(TransactionError):
+    """The transaction cannot commit (a record failed, an offset commit was refused...):
+    call ``abort_transaction()``, then begin again."""
+
+    abortable = True
+
+
+class InvalidProducerEpochError(TransactionAbortableError):
+    """A partition leader refused a write with INVALID_PRODUCER_EPOCH. Abortable, as in Java
+    (KIP-588): if the producer was really fenced, the abort then raises
+    :class:`ProducerFencedError`."""
+
+
+class TransactionFatalError(TransactionError):
+    """The producer cannot continue (authorization, a coordinator that no longer knows the
+    transaction, an unsupported broker...)."""
+
+
+class ProducerFencedError(TransactionFatalError):
+    """Another producer with the same ``transactional_id`` (a newer epoch) took over."""
+
+
+class TransactionStateError(ClientError):
+    """A transactional call made in the wrong state (``begin_transaction()`` twice, a send
+    outside a transaction, ``commit_transaction()`` without one...). Java's
+    IllegalStateException."""
 
 
 def check_error(code: int, message: str | None = None) -> None:

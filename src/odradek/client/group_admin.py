@@ -492,10 +492,16 @@ class GroupAdmin(ClientUser):
     # -- OffsetFetch / OffsetCommit ------------------------------------------------------------
 
     async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of ``group_id`` (None: every partition it has committed);
-        partitions without a committed offset are left out of the result."""
+        partitions without a committed offset are left out of the result. With
+        ``require_stable`` (KIP-447, OffsetFetch v7+) a partition whose offset is still
+        pending in an open transaction fails with UNSTABLE_OFFSET_COMMIT."""
         _check_group_ids([group_id])
         wanted = None if partitions is None else _check_partitions(partitions)
         if wanted == []:
@@ -516,7 +522,7 @@ class GroupAdmin(ClientUser):
                     group_id=group_id,
                     topics=topics,
                     groups=[{"group_id": group_id, "topics": topics}],
-                    require_stable=False,
+                    require_stable=require_stable,
                 ),
             )
 

@@ -53,7 +53,7 @@ from odradek.client.consumer_coordinator import (
 )
 from odradek.client.core import KafkaClient
 from odradek.client.errors import ClientError, KafkaError
-from odradek.client.fetcher import Consumer, ConsumerRecord
+from odradek.client.fetcher import READ_COMMITTED, Consumer, ConsumerRecord
 from odradek.client.group_admin import OffsetAndMetadata
 
 log = logging.getLogger(__name__)
@@ -335,7 +335,9 @@ class GroupConsumer(Consumer):
         if not missing:
             return
         if self._coordinator is not None:
-            committed = await self._coordinator.fetch_committed(missing)
+            committed = await self._coordinator.fetch_committed(
+                missing, require_stable=self.isolation_level == READ_COMMITTED
+            )
             for tp, entry in committed.items():
                 if tp in self._partitions and entry.offset >= 0:
                     self.seek(*tp, entry.offset)

@@ -49,20 +49,35 @@ import contextlib
 import logging
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.client.core import METADATA_REFRESH_ERRORS, ClientUser, KafkaClient
 from odradek.client.entities import build_request, epoch_ms
-from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.errors import (
+    ClientError,
+    InvalidProducerEpochError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionError,
+    TransactionFatalError,
+    TransactionStateError,
+)
 from odradek.client.partitioner import Partitioner, PartitionerFn
+from odradek.client.transactions import BUMP_CODES, FATAL_CODES, State, TransactionManager
 from odradek.client.versions import INIT_PRODUCER_ID, PRODUCE
 from odradek.records.batch import Record, build_batch
 from odradek.records.compression import Compression
 from odradek.records.header import compute_crc
+
+if TYPE_CHECKING:
+    from odradek.client.assignors import GroupMetadata
+    from odradek.client.group_admin import OffsetAndMetadata
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +241,16 @@ class Producer(ClientUser):
         buffer_memory: int = 33554432,
         max_block_ms: int = 60000,
         client_id: str = "odradek-producer",
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
     ) -> None:
         self.acks = _parse_acks(acks)
+        if transactional_id is not None:
+            # Java: "Cannot set a transactional.id without also enabling idempotence."
+            if not enable_idempotence or self.acks != -1:
+                raise ValueError("a transactional producer needs enable_idempotence and acks='all'")
+            if transaction_timeout_ms <= 0:
+                raise ValueError("transaction_timeout_ms must be > 0")
         self.compression = Compression.from_name(compression_type)
         if linger_ms < 0 or batch_size < 0 or max_request_size <= 0 or retries < 0:
             raise ValueError("linger_ms, batch_size and retries must be >= 0, max_request_size > 0")
@@ -276,7 +299,21 @@ class Producer(ClientUser):
         self.producer_id = -1
         self.producer_epoch = -1
         self._bump_requested = False
-        self._fatal: ClientError | None = None
+        self._fatal: ClientError | KafkaError | None = None
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._txn: TransactionManager | None = None
+        if transactional_id is not None:
+            self._txn = TransactionManager(
+                self._client,
+                transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                max_block_ms=max_block_ms,
+                on_partitions_added=self._wakeup.set,
+                on_error=self._txn_error,
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -287,7 +324,7 @@ class Producer(ClientUser):
         if self._closed:
             raise ClientError("producer is closed")
         await self._client.start()
-        if self.idempotent:
+        if self.idempotent and self._txn is None:  # transactional: init_transactions() does it
             await self._init_producer_id()
         self._sender = asyncio.create_task(self._run_sender(), name="odradek-producer-sender")
         self._started = True
@@ -315,6 +352,8 @@ class Producer(ClientUser):
         for task in list(self._request_tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._txn is not None:
+            await self._txn.close()
         if self._refresh_task is not None:
             self._refresh_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -349,6 +388,8 @@ class Producer(ClientUser):
         ``max_block_ms``, ValueError/TypeError for malformed arguments.
         """
         self._check_open()
+        if self._txn is not None:
+            self._txn.check("send", State.IN_TRANSACTION)
         if (
             type(value) is bytes
             and (key is None or type(key) is bytes)
@@ -397,6 +438,8 @@ class Producer(ClientUser):
         and idempotence hold; it is never merged with other records.
         """
         self._check_open()
+        if self._txn is not None:
+            self._txn.check("send", State.IN_TRANSACTION)
         if not records:
             raise ValueError("send_batch needs at least one record")
         now_ms = int(time.time() * 1000)
@@ -438,6 +481,140 @@ class Producer(ClientUser):
             await asyncio.gather(*futures, return_exceptions=True)
         finally:
             self._flushing -= 1
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def _need_txn(self, what: str) -> TransactionManager:
+        self._check_open()
+        if self._txn is None:
+            raise TransactionStateError(f"cannot {what}: the producer has no transactional_id")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get the producer id and epoch for ``transactional_id`` (InitProducerId): fences
+        any older producer with the same id and completes (aborts) what it left open. Call
+        once, before the first transaction; may be called again after a KafkaTimeoutError."""
+        txn = self._need_txn("init_transactions")
+        txn.check("init_transactions", State.UNINITIALIZED, State.INITIALIZING)
+        txn.state = State.INITIALIZING
+        try:
+            self.producer_id, self.producer_epoch = await txn.init()
+        except TransactionError as exc:
+            # Nothing to abort yet: any error but a timeout leaves the producer unusable.
+            fatal = exc if not exc.abortable else TransactionFatalError(exc.code, exc.message)
+            txn.fail(fatal)
+            raise fatal from None
+        txn.state = State.READY
+        self._wakeup.set()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now on commit or abort together."""
+        txn = self._need_txn("begin_transaction")
+        txn.check("begin_transaction", State.READY)
+        txn.begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: GroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` (the next offset to read) as part of the
+        transaction: they count only if it commits. Pass the consumer's
+        ``group_metadata()`` so the group coordinator can fence a consumer that lost its
+        partitions in a rebalance (KIP-447); a bare group id commits without that check."""
+        txn = self._need_txn("send_offsets_to_transaction")
+        txn.check("send_offsets_to_transaction", State.IN_TRANSACTION)
+        if isinstance(group_metadata, str):
+            from odradek.client.assignors import GroupMetadata as Metadata
+
+            group_metadata = Metadata(group_metadata, -1, "", None)
+        if group_metadata is None or not group_metadata.group_id:
+            raise ValueError("send_offsets_to_transaction needs the consumer's group metadata")
+        if not offsets:
+            return
+        try:
+            await txn.send_offsets(offsets, group_metadata)
+        except TransactionError as exc:
+            txn.fail(exc)
+            raise
+
+    async def commit_transaction(self) -> None:
+        """Send everything buffered, then commit (EndTxn). Raises the pending error if a
+        record or an offset commit failed: a :class:`TransactionAbortableError` means
+        ``abort_transaction()`` and try again, a :class:`TransactionFatalError` (such as
+        :class:`ProducerFencedError`) means close the producer. After a KafkaTimeoutError
+        the call may be repeated."""
+        txn = self._need_txn("commit_transaction")
+        txn.check("commit_transaction", State.IN_TRANSACTION, State.COMMITTING)
+        await self.flush()
+        await txn.wait_for_partitions()
+        txn.check("commit_transaction", State.IN_TRANSACTION, State.COMMITTING)
+        txn.state = State.COMMITTING
+        try:
+            await txn.end(commit=True)
+        except TransactionError as exc:
+            txn.fail(exc)
+            raise
+
+    async def abort_transaction(self) -> None:
+        """Drop what is still buffered, wait for what is in flight, then abort (EndTxn):
+        ``read_committed`` consumers never see the transaction's records. Also the way
+        out of a :class:`TransactionAbortableError`."""
+        txn = self._need_txn("abort_transaction")
+        txn.check(
+            "abort_transaction", State.IN_TRANSACTION, State.ABORTING, State.ABORTABLE_ERROR
+        )
+        txn.state = State.ABORTING
+        self._fail_queued(
+            TransactionAbortableError(
+                ErrorCode.operation_not_attempted, "the transaction was aborted"
+            )
+        )
+        in_flight = [b.done for b in self._sent]
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+        await txn.wait_for_partitions()
+        try:
+            await txn.end(commit=False)
+            if txn.bump_needed:
+                # Sequences of failed batches may be in any state: restart from 0 under a new
+                # epoch the coordinator hands out (KIP-360).
+                self.producer_id, self.producer_epoch = await txn.init()
+        except TransactionError as exc:
+            if not exc.abortable:
+                txn.fail(exc)
+            raise
+        self._wakeup.set()
+
+    def _txn_error(self, error: TransactionError) -> None:
+        """The transaction entered an error state: nothing queued may go out now."""
+        if not error.abortable:
+            self._fatal = error
+        self._fail_queued(error)
+        self._wakeup.set()
+
+    def _fail_queued(self, error: BaseException) -> None:
+        for tp, queue in self._queues.items():
+            for batch in queue:
+                if batch.has_sequence:
+                    self._request_epoch_bump(self._state(tp))
+                batch.fail(error)
+                self._release(batch)
+            queue.clear()
+
+    def _produce_error(self, code: int, message: str) -> KafkaError:
+        """A failed batch's exception; in a transaction typed as the Java client does."""
+        if self._txn is None:
+            return KafkaError(code, message)
+        if code == ErrorCode.producer_fenced:
+            return ProducerFencedError(code, message)
+        if code == ErrorCode.invalid_producer_epoch:
+            return InvalidProducerEpochError(code, message)
+        if code in FATAL_CODES:
+            return TransactionFatalError(code, message)
+        if code in BUMP_CODES:
+            self._txn.bump_needed = True
+        return TransactionAbortableError(code, message)
 
     # -- accumulator ---------------------------------------------------------------------------
 
@@ -622,6 +799,11 @@ class Producer(ClientUser):
 
     def _request_epoch_bump(self, state: _PartitionState) -> None:
         state.needs_rewrite = True
+        if self._txn is not None:
+            # Only the coordinator hands out epochs of a transactional id: the next abort
+            # asks for a bump (InitProducerId with the current id and epoch).
+            self._txn.bump_needed = True
+            return
         if (state.producer_id, state.producer_epoch) == (self.producer_id, self.producer_epoch):
             self._bump_requested = True
 
@@ -690,7 +872,7 @@ class Producer(ClientUser):
             self._wakeup.clear()
             now = time.monotonic()
             self._expire_batches(now)
-            if self.idempotent:
+            if self.idempotent and self._txn is None:
                 try:
                     await self._maybe_bump_epoch()
                 except (KafkaError, ClientError) as exc:
@@ -730,6 +912,8 @@ class Producer(ClientUser):
             if ready_at > now:
                 next_wake = ready_at if next_wake is None else min(next_wake, ready_at)
                 continue
+            if self._txn is not None and not self._txn.may_send(tp):
+                continue  # AddPartitionsToTxn first (started by may_send)
             leader = cluster.leader(*tp)
             if leader is None or leader not in cluster.brokers or self._client.is_stale(tp[0]):
                 missing_leaders.add(tp[0])
@@ -807,6 +991,7 @@ class Producer(ClientUser):
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
                 base_sequence=batch.base_sequence,
+                transactional=self._txn is not None,
             )
         if self.idempotent:
             state = self._state(batch.tp)
@@ -828,7 +1013,7 @@ class Producer(ClientUser):
                 lambda v: build_request(
                     PRODUCE,
                     v,
-                    transactional_id=None,
+                    transactional_id=self.transactional_id,
                     acks=self.acks,
                     timeout=self.request_timeout_ms,
                     topic_data=topic_data,
@@ -898,6 +1083,8 @@ class Producer(ClientUser):
         """
         state = self._state(batch.tp)
         if error == ErrorCode.unknown_producer_id:
+            if self._txn is not None:
+                return False  # abortable; the abort bumps the epoch (KIP-360), as in Java
             if log_start_offset < 0 or batch.sequence_reset:
                 return True
             # Either the log head holding our state was deleted (retention) or the broker lost
@@ -908,6 +1095,8 @@ class Producer(ClientUser):
             expected = (state.last_acked_sequence + 1) % MAX_SEQUENCE
             if batch.producer_epoch != state.producer_epoch or batch.base_sequence != expected:
                 return True  # a batch before it failed: retry once that one is resolved
+            if self._txn is not None:
+                return False  # a real gap dooms the transaction: abort, new epoch
             self._request_epoch_bump(state)  # a real gap
             return True
         return None
@@ -955,8 +1144,11 @@ class Producer(ClientUser):
             # Its sequence numbers may or may not be in the log: start over under a new epoch.
             self._request_epoch_bump(state)
         name = f"{topic}-{partition}"
-        batch.fail(KafkaError(error, f"{message or 'produce failed'} ({name})"))
+        exc = self._produce_error(error, f"{message or 'produce failed'} ({name})")
+        batch.fail(exc)
         self._release(batch)
+        if self._txn is not None and isinstance(exc, TransactionError):
+            self._txn.fail(exc)
 
     def _requeue(self, batch: _Batch) -> None:
         queue = self._queues.setdefault(batch.tp, collections.deque())
@@ -980,13 +1172,14 @@ class Producer(ClientUser):
                 age_ms = (now - batch.created) * 1000
                 if self.idempotent and batch.has_sequence:
                     self._request_epoch_bump(self._state(tp))
-                batch.fail(
-                    KafkaTimeoutError(
-                        f"expiring {len(batch.records)} record(s) for {tp[0]}-{tp[1]}: "
-                        f"{age_ms:.0f} ms has passed since batch creation"
-                    )
+                message = (
+                    f"expiring {len(batch.records)} record(s) for {tp[0]}-{tp[1]}: "
+                    f"{age_ms:.0f} ms has passed since batch creation"
                 )
+                batch.fail(KafkaTimeoutError(message))
                 self._release(batch)
+                if self._txn is not None:
+                    self._txn.fail(TransactionAbortableError(ErrorCode.request_timed_out, message))
 
     def _schedule_refresh(self, topics: set[str]) -> None:
         if self._refresh_task is not None and not self._refresh_task.done():

@@ -18,7 +18,7 @@ import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from odradek.client.admin import Admin, ConfigEntry, ConfigResource, NewTopic
 from odradek.client.fetcher import Consumer, ConsumerRecord, FetchedPartition
@@ -26,6 +26,10 @@ from odradek.client.log_dirs import LogDirDescription
 from odradek.client.metadata import ClusterMetadata
 from odradek.client.producer import Producer, RecordMetadata
 from odradek.records.batch import Record
+
+if TYPE_CHECKING:  # group_admin imports this module
+    from odradek.client.assignors import GroupMetadata
+    from odradek.client.group_admin import OffsetAndMetadata
 
 __all__ = ["SyncAdmin", "SyncConsumer", "SyncProducer"]
 
@@ -188,6 +192,25 @@ class SyncProducer(_SyncBase):
 
     def flush(self) -> None:
         self._loop.run(self._producer.flush())
+
+    def init_transactions(self) -> None:
+        self._loop.run(self._producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        self._loop.call(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: GroupMetadata | str,
+    ) -> None:
+        self._loop.run(self._producer.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self) -> None:
+        self._loop.run(self._producer.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self._loop.run(self._producer.abort_transaction())
 
     def close(self) -> None:
         self._close(self._producer)

@@ -34,6 +34,10 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 ELECT_LEADERS = 43
 INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -60,6 +64,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KRaft only)
     DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds total/usable bytes; v5 cordoned dirs (KIP-1066)
+    ADD_PARTITIONS_TO_TXN: (0, 3),  # v4+ is the brokers' batched form (KIP-890)
+    ADD_OFFSETS_TO_TXN: (0, 3),  # v4 is KIP-890's client-side marker, same fields
+    END_TXN: (0, 4),  # v5 returns a new epoch per transaction (KIP-890 part 2)
+    TXN_OFFSET_COMMIT: (0, 3),  # v3 carries generation / member / instance (KIP-447)
 }
 
 # The first ApiVersions version a new connection tries. v3 is understood by every broker since

@@ -41,6 +41,7 @@ from odradek.spark.partitioning import partitions_for_keys
 from odradek.spark.planning import DataLossError, report_data_loss
 from odradek.spark.schema import SinkColumns
 from odradek.spark.source import WriteSummary
+from odradek.spark.transactional import TaskTransaction
 
 log = logging.getLogger(__name__)
 
@@ -506,20 +507,28 @@ def _chunk_rows(rows: np.ndarray, sizes: np.ndarray, max_bytes: int) -> Iterator
 
 
 def write_batches(
-    options: SinkOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch]
+    options: SinkOptions,
+    columns: SinkColumns,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskTransaction | None = None,
 ) -> WriteSummary:
-    """Write the rows of one Spark task; returns once every record is acknowledged."""
+    """Write the rows of one Spark task; returns once every record is acknowledged (with
+    ``task``: once its transaction committed, see :mod:`odradek.spark.transactional`)."""
     loop = _Loop()
     try:
-        return loop.run(_write(options, columns, batches))
+        return loop.run(_write(options, columns, batches, task))
     finally:
         loop.close()
 
 
 async def _write(
-    options: SinkOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch]
+    options: SinkOptions,
+    columns: SinkColumns,
+    batches: Iterator[pa.RecordBatch],
+    task: TaskTransaction | None = None,
 ) -> WriteSummary:
     from odradek.client.producer import Producer
+    from odradek.spark.transactional import batch_already_written, commit_batch
 
     producer = Producer(
         options.bootstrap_servers,
@@ -534,6 +543,8 @@ async def _write(
             options.delivery_timeout_ms, options.linger_ms + options.request_timeout_ms
         ),
         client_id=options.client_id,
+        transactional_id=None if task is None else task.transactional_id,
+        transaction_timeout_ms=options.transaction_timeout_ms,
     )
     counts: dict[str, int] = {}
     pending: set[asyncio.Task[Any]] = set()
@@ -550,7 +561,18 @@ async def _write(
         return await producer.send_batch(topic, partition, chunk), len(chunk)
 
     await producer.start()
+    in_transaction = False
     try:
+        if task is not None:
+            await producer.init_transactions()  # fences older attempts of this task
+            if await batch_already_written(producer, task):
+                log.info("%s: batch %d is already in the topic", task.transactional_id,
+                         task.batch_id)  # fmt: skip
+                for _ in batches:  # Spark's worker expects its input read
+                    pass
+                return WriteSummary(rows=0, last_offsets={})
+            producer.begin_transaction()
+            in_transaction = True
         router = RowRouter(options, columns, counts.__getitem__)
         for batch in batches:
             for topic in router.topics(batch) - counts.keys():
@@ -564,9 +586,19 @@ async def _write(
         if pending:
             done, pending = await asyncio.wait(pending)
             collect(done)
+        if task is not None:
+            await commit_batch(producer, task)
+            in_transaction = False
+    except BaseException:
+        if in_transaction:
+            try:
+                await producer.abort_transaction()
+            except (KafkaError, ClientError) as exc:  # fenced, or the broker is gone
+                log.info("could not abort the write's transaction: %s", exc)
+        raise
     finally:
-        for task in pending:
-            task.cancel()
+        for waiting in pending:
+            waiting.cancel()
         await producer.close()
     return WriteSummary(rows=rows, last_offsets=last_offsets)
 

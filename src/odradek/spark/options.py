@@ -94,7 +94,7 @@ _SOURCE_KAFKA_PARAMS = (
     "kafka.group.id",
     "kafka.security.protocol",
 )
-_SINK_OPTIONS = ("topic", "includeHeaders")
+_SINK_OPTIONS = ("topic", "includeHeaders", "exactlyOnce", "transactionalIdPrefix")
 _SINK_KAFKA_PARAMS = (
     BOOTSTRAP,
     "kafka.acks",
@@ -107,6 +107,7 @@ _SINK_KAFKA_PARAMS = (
     "kafka.delivery.timeout.ms",
     "kafka.client.id",
     "kafka.security.protocol",
+    "kafka.transaction.timeout.ms",
 )
 # Options Spark itself sets or passes along (a streaming sink sees the query's checkpoint).
 _SPARK_INTERNAL = ("path", "paths", "checkpointLocation", "queryName")
@@ -122,7 +123,10 @@ _UNSUPPORTED_SOURCE_PARAMS = {
 _UNSUPPORTED_SINK_PARAMS = {
     "kafka.key.serializer": "keys are written as binary; cast the key column to string or binary",
     "kafka.value.serializer": "values are written as binary; cast the value column",
-    "kafka.transactional.id": "the sink does not write transactionally",
+    "kafka.transactional.id": (
+        "set 'exactlyOnce' to 'true' instead: each task writes with its own transactional id, "
+        "'transactionalIdPrefix'-<query id>-<partition>"
+    ),
 }
 
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -317,6 +321,9 @@ class SinkOptions:
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     client_id: str = "odradek-spark"
+    exactly_once: bool = False
+    transactional_id_prefix: str = "odradek-spark"
+    transaction_timeout_ms: int = 60_000
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -601,6 +608,19 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         key = name.lower()
         return _parse_int(name, opts[key], minimum=minimum) if key in opts else default
 
+    exactly_once = _parse_bool("exactlyOnce", opts.get("exactlyonce", "false"))
+    prefix = opts.get("transactionalidprefix", "odradek-spark").strip()
+    if not prefix:
+        raise OptionError("Option 'transactionalIdPrefix' must not be empty")
+    if exactly_once:
+        # The batch-done marker is an offset of the sink's group on partition 0 of this topic.
+        if topic is None:
+            raise OptionError("Option 'exactlyOnce' needs the option 'topic' (one output topic)")
+        if acks_text not in ("all", "-1"):
+            raise OptionError("Option 'exactlyOnce' needs 'kafka.acks' = 'all'")
+        if opts.get("kafka.enable.idempotence", "true").strip().lower() == "false":
+            raise OptionError("Option 'exactlyOnce' needs 'kafka.enable.idempotence' = 'true'")
+
     return SinkOptions(
         bootstrap_servers=servers,
         topic=topic,
@@ -616,4 +636,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_timeout_ms=kafka_int("kafka.request.timeout.ms", 30_000, minimum=1),
         delivery_timeout_ms=kafka_int("kafka.delivery.timeout.ms", 120_000, minimum=1),
         client_id=opts.get("kafka.client.id", "odradek-spark").strip() or "odradek-spark",
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=kafka_int("kafka.transaction.timeout.ms", 60_000, minimum=1),
     )

@@ -112,6 +112,10 @@ class OdradekDataSource(DataSource):
                 "Use mode('append')"
             )
         options = parse_sink_options(self.options)
+        if options.exactly_once:
+            raise OptionError(
+                "Option 'exactlyOnce' applies to streaming writes (writeStream) only"
+            )
         return OdradekBatchWriter(options, sink_columns(schema, topic_option=options.topic))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
@@ -232,14 +236,18 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteSummary:
         from odradek.spark.connector import write_batches
+        from odradek.spark.transactional import TaskTransaction
 
-        return write_batches(self.options, self.columns, iterator)
+        task = TaskTransaction.for_current_task(self.options) if self.options.exactly_once else None
+        return write_batches(self.options, self.columns, iterator, task)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        # Every record is acknowledged before its task reports success: nothing left to do.
+        # Every record is acknowledged (with exactlyOnce: every task's transaction committed)
+        # before its task reports success: nothing left to do.
         pass
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Records already acknowledged stay (at-least-once, as with Spark's Kafka sink); the
-        # micro-batch is retried by Spark.
+        # micro-batch is retried by Spark. With exactlyOnce the tasks that committed have
+        # their batch-done markers, so the retry skips them.
         pass
