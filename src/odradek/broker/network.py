@@ -1,7 +1,11 @@
 """The broker's network layer: accept connections, read frames, dispatch, respond in order.
 
-One ``asyncio.Protocol`` per connection (works on the default loop and on uvloop). Per
-connection there are two tasks owned by the connection:
+One ``asyncio.BufferedProtocol`` per connection (works on the default loop and on uvloop,
+plain and TLS). The socket reads straight into a :class:`~odradek.protocol.framing.FrameReader`'s
+buffers: small frames into a per-connection receive buffer and copied out once, frames
+above 32 KiB into a buffer of their own (reused through the listener's ``BufferPool``
+once nothing refers to it), handed to the handler without another copy. Per connection
+there are two tasks owned by the connection:
 
 * the *processor* decodes queued frames and calls ``handler.handle`` one request at a
   time, in arrival order. Like Kafka (which mutes a channel until its request is done),
@@ -638,7 +642,10 @@ class _Connection(asyncio.BufferedProtocol):
         if result is None:
             return None
         if isinstance(result, ChunkedResponse):
-            return list(result.chunks)
+            chunks = result.chunks
+            if len(chunks) == 1 and isinstance(chunks[0], bytes):
+                return chunks[0]  # one encoded answer: may be written at once
+            return list(chunks)
         try:
             if isinstance(result, ResponseValues):
                 values, result.values = result.values, {}  # freed once built, not after
