@@ -9,7 +9,8 @@ the same run, so the two sets of figures share the machine's load.
 Measured, all in one run:
 
 1. raw loopback TCP: one connection, 1 MiB ``sendall`` -> ``recv_into`` between two
-   processes (``produce_consume.loopback_mb_per_s``). The ceiling for moving bytes.
+   processes (``produce_consume.loopback_mb_per_s``), right before each broker's figures.
+   The ceiling for moving bytes.
 2. the broker alone, fed pre-encoded Produce requests (one 1 MiB batch of 16 x 64 KiB
    records each, acks=1) pipelined over one connection: MB/s and its ratio to (1), and
    broker CPU seconds per GB (goal: ratio >= 0.6).
@@ -174,9 +175,12 @@ def one_at_a_time(port: int, frame: bytes, count: int, pid: int) -> tuple[float,
         return time.perf_counter() - started, process_cpu_s(pid) - cpu0
 
 
-def measure(name: str, port: int, pid: int, args: argparse.Namespace, loopback: float) -> None:
+def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     print(f"\n== {name} (pid {pid}) ==", flush=True)
     create_topic(port, "raw")
+    # Measured right before the broker is: the machine's load drifts within a run.
+    loopback = loopback_mb_per_s(args.loopback_mb * MiB)
+    print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
     big = produce_frame("raw", [os.urandom(64 * 1024) for _ in range(16)])
     count = max(1, args.raw_mb * MiB // len(big))
     elapsed, cpu = pipelined(port, big, count, pid)
@@ -239,8 +243,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    loopback = loopback_mb_per_s(args.loopback_mb * MiB)
-    print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
         runs: list[tuple[str, str | None]] = [("this checkout", None)]
@@ -250,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.reverse()
         for name, src in runs:
             with broker(workdir, src) as (port, pid):
-                measure(name, port, pid, args, loopback)
+                measure(name, port, pid, args)
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
