@@ -188,6 +188,8 @@ RECEIVE_BUFFER_MAX = 64 * 1024
 # A dedicated buffer that the pool cannot supply starts at most this large and doubles
 # as bytes arrive: four bytes claiming 100 MB do not make us allocate 100 MB.
 GROW_FROM = 1024 * 1024
+# Most buffers a BufferPool keeps (whatever their total size).
+_POOL_ENTRIES = 64
 
 
 class BufferPool:
@@ -233,8 +235,9 @@ class BufferPool:
             return
         free.append(buf)
         total = sum(len(b) for b in free)
-        while free and total > self.max_bytes:
-            total -= len(free.pop(0))  # the oldest go first
+        # The oldest go first; the count is bounded too, since ``take`` scans the list.
+        while free and (total > self.max_bytes or len(free) > _POOL_ENTRIES):
+            total -= len(free.pop(0))
 
 
 class FrameReader:
