@@ -1,7 +1,11 @@
 """The broker's network layer: accept connections, read frames, dispatch, respond in order.
 
-One ``asyncio.Protocol`` per connection (works on the default loop and on uvloop). Per
-connection there are two tasks owned by the connection:
+One ``asyncio.BufferedProtocol`` per connection (works on the default loop and on uvloop,
+plain and TLS). The socket reads straight into a :class:`~odradek.protocol.framing.FrameReader`'s
+buffers: small frames into a per-connection receive buffer and copied out once, frames
+above 32 KiB into a buffer of their own (reused through the listener's ``BufferPool``
+once nothing refers to it), handed to the handler without another copy. Per connection
+there are two tasks owned by the connection:
 
 * the *processor* decodes queued frames and calls ``handler.handle`` one request at a
   time, in arrival order. Like Kafka (which mutes a channel until its request is done),
@@ -85,7 +89,7 @@ from odradek.protocol.codec import (
 )
 from odradek.protocol.error_responses import error_response
 from odradek.protocol.errors import DecodeError, ErrorCode
-from odradek.protocol.framing import FrameDecoder, FrameTooLargeError
+from odradek.protocol.framing import BufferPool, FrameReader, FrameTooLargeError
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.versions import API_VERSIONS, PRODUCE, SUPPORTED, api_name
 
@@ -116,6 +120,8 @@ _SMALL_FRAME = 64 * 1024
 _OFFLOAD_FRAME = 64 * 1024
 # Longest time full garbage collections stay suspended by back-to-back large requests.
 _MAX_SUSPENSION_S = 10.0
+# Frame buffers kept for reuse by a listener (see FrameReader and BufferPool).
+_POOLED_BYTES = 32 * 1024 * 1024
 # Listen backlog: where connections wait while max.connections is reached.
 _BACKLOG = 128
 # ResponseValues with more items than this are built and encoded on executor threads.
@@ -196,14 +202,14 @@ class _Close:
 _Outgoing = bytes | list[Any] | _Close
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     def __init__(self, server: NetworkServer) -> None:
         self._server = server
         self._loop = asyncio.get_running_loop()
         self._log = server.logger
-        self._decoder = FrameDecoder(server.max_request_size)
+        self._reader = FrameReader(server.max_request_size, server.buffer_pool)
         self._transport: asyncio.Transport | None = None
-        self._pending: deque[tuple[bytes | memoryview | _Close, float]] = deque()
+        self._pending: deque[tuple[bytearray | memoryview | _Close, float]] = deque()
         self._pending_bytes = 0
         self._pending_wakeup = asyncio.Event()
         self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
@@ -263,12 +269,26 @@ class _Connection(asyncio.Protocol):
         self._tasks.append(self._loop.create_task(self._process(), name=f"{name}-process"))
         self._tasks.append(self._loop.create_task(self._write(), name=f"{name}-write"))
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # The socket reads straight into the frame reader's buffers (see FrameReader).
+        return self._reader.get_buffer()
+
     def data_received(self, data: bytes) -> None:
+        # For loops or transports that do not drive a BufferedProtocol.
+        view = memoryview(data)
+        while view and not self._closed:
+            target = self._reader.get_buffer()
+            take = min(len(target), len(view))
+            target[:take] = view[:take]
+            view = view[take:]
+            self.buffer_updated(take)
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed or self._stopping:
             return
         self.last_active = self._server.clock()
         try:
-            frames = self._decoder.feed(data)
+            frames = self._reader.buffer_updated(nbytes)
             self._charge(frames)
         except FrameTooLargeError as exc:
             self._log.warning(
@@ -288,7 +308,7 @@ class _Connection(asyncio.Protocol):
             self._pending.append((frame, now))
             self._pending_bytes += len(frame)
         self._in_flight += len(frames)
-        error = self._decoder.error
+        error = self._reader.error
         if error is not None:
             # The bytes after the frames we got are not a frame: answer what came before
             # (Kafka does), then close. Nothing more is read from this connection.
@@ -387,7 +407,7 @@ class _Connection(asyncio.Protocol):
             task.cancel()
         return self._tasks
 
-    def _charge(self, frames: list[memoryview | bytes]) -> None:
+    def _charge(self, frames: list[memoryview | bytearray]) -> None:
         """Account the bytes this read completed, and reserve the frame it started."""
         pool = self._pool
         completed = sum(len(frame) for frame in frames)
@@ -399,7 +419,7 @@ class _Connection(asyncio.Protocol):
             self._reserve()
 
     def _reserve(self) -> None:
-        size = self._decoder.pending_frame_size
+        size = self._reader.pending_frame_size
         if size is None:
             return
         pool = self._pool
@@ -470,7 +490,13 @@ class _Connection(asyncio.Protocol):
             except Exception as exc:  # a bug in the protocol layer: drop the connection
                 self._log.exception("unexpected error on connection %s", self.connection_id)
                 outgoing = _Close(f"unexpected {type(exc).__name__}")
+            # A dedicated frame buffer goes back to the pool; it is reused only once
+            # nothing refers to it any more (BufferPool.take checks).
+            owner = frame.obj if isinstance(frame, memoryview) else None
             del frame
+            if isinstance(owner, bytearray):
+                self._server.buffer_pool.give_back(owner)
+            del owner
             self._release(size)
             if self._closed:
                 return
@@ -652,7 +678,10 @@ class _Connection(asyncio.Protocol):
         if result is None:
             return None
         if isinstance(result, ChunkedResponse):
-            return list(result.chunks)
+            chunks = result.chunks
+            if len(chunks) == 1 and isinstance(chunks[0], bytes):
+                return chunks[0]  # one encoded answer: may be written at once
+            return list(chunks)
         try:
             if isinstance(result, ResponseValues):
                 values, result.values = result.values, {}  # freed once built, not after
@@ -977,6 +1006,8 @@ class NetworkServer:
         # Told of every answered request (broker.metrics.requests.RequestObserver): request
         # metrics and the slow-request log. None costs nothing per request.
         self.request_observer = request_observer
+        # Dedicated buffers of large frames, reused across this listener's connections.
+        self.buffer_pool = BufferPool(_POOLED_BYTES)
 
     @property
     def connection_count(self) -> int:

@@ -18,6 +18,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -216,15 +217,15 @@ class LogConfig:
 
     # -- derived settings ---------------------------------------------------------------
 
-    @property
+    @cached_property  # read on every append; the config is frozen
     def compact(self) -> bool:
         return CLEANUP_POLICY_COMPACT in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property  # read on every append; the config is frozen
     def delete(self) -> bool:
         return CLEANUP_POLICY_DELETE in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property  # read on every append; the config is frozen
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
 
@@ -242,7 +243,7 @@ class LogConfig:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @cached_property  # read on every append; the config is frozen
     def max_segment_ms(self) -> int:
         """segment.ms, shortened by max.compaction.lag.ms on compacted topics as Kafka does."""
         if self.compact and self.max_compaction_lag_ms > 0:

@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import Ticker, element_builder, respond_many
+from odradek.broker.network import ChunkedResponse
 from odradek.cluster.metadata import MetadataError, validate_topic_name
+from odradek.protocol.produce_response import encode_produce_response
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
     from odradek.broker.server import KafkaServer
+
+
+# Answers listing up to this many partitions are encoded directly on the loop; larger
+# ones go the generic way (built and encoded on the network threads).
+_DIRECT_ENCODE_ITEMS = 1000
 
 
 def _legal_topic_name(name: str | None) -> bool:
@@ -81,12 +88,23 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         responses.append({"name": name, "partition_responses": partitions})
     if pending:
         await _await_replication(server, pending, int(_timeout_ms(request)))
+    if acks == 0:
+        return None  # Kafka sends no response at all for acks=0
+    if ticker.count <= _DIRECT_ENCODE_ITEMS:
+        # The common small answer, written directly (no kio entities): most of the
+        # per-request cost of a one-record produce otherwise.
+        header = ctx.header
+        encoded = encode_produce_response(
+            header.correlation_id,
+            header.api_version,
+            [(topic["name"], topic["partition_responses"]) for topic in responses],
+        )
+        if encoded is not None:
+            return ChunkedResponse([encoded])
     for topic_response in responses:
         topic_response["partition_responses"] = [
             make_partition(entry) for entry in topic_response["partition_responses"]
         ]
-    if acks == 0:
-        return None  # Kafka sends no response at all for acks=0
     return respond_many(ctx, {"responses": responses, "throttle_time": 0}, ticker.count)
 
 

@@ -1,0 +1,261 @@
+"""The broker's produce hot path: ingest throughput and CPU per request, with baselines.
+
+Run from the repository root: ``.venv/bin/python bench/bench_ingest.py`` (~1-2 min;
+``--help`` for sizes). It starts its own broker subprocesses (data in a temporary
+directory, 127.0.0.1 on free ports). ``--before-src DIR`` also starts a broker from
+another checkout's ``src`` (e.g. main's, before a change) and measures it the same way in
+the same run, so the two sets of figures share the machine's load.
+
+Measured, all in one run:
+
+1. raw loopback TCP: one connection, 1 MiB ``sendall`` -> ``recv_into`` between two
+   processes (``produce_consume.loopback_mb_per_s``), right before each broker's figures.
+   The ceiling for moving bytes.
+2. the broker alone, fed pre-encoded Produce requests (one 1 MiB batch of 16 x 64 KiB
+   records each, acks=1) pipelined over one connection: MB/s and its ratio to (1), and
+   broker CPU seconds per GB (goal: ratio >= 0.6).
+3. confluent-kafka producing 64 KiB records (acks=1): broker CPU seconds per GB.
+4. single-record Produce requests (100-byte value, acks=1), pre-encoded: broker CPU us per
+   request, pipelined (many per socket read) and one at a time (send, wait for the
+   answer: what a producer with linger.ms=0 and a slow trickle costs).
+5. produce-to-consume latency through confluent-kafka at 10,000 records/s, linger.ms=0:
+   p99 of each of ``--latency-runs`` runs.
+
+Broker CPU is user + system time from /proc/<pid>/stat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from produce_consume import (
+    free_port,
+    latency_at_rate,
+    loopback_mb_per_s,
+    process_cpu_s,
+    produce_rate,
+    stop_process,
+    wait_for_port,
+)
+
+from odradek.protocol.build import build_request
+from odradek.protocol.codec import encode_request
+from odradek.protocol.versions import PRODUCE
+from odradek.records.batch import Record, build_batch
+
+MiB = 1 << 20
+PRODUCE_VERSION = 9
+
+
+@contextlib.contextmanager
+def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
+    """A broker subprocess running the code in ``src`` (this checkout's when None)."""
+    port = free_port()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = src or str(Path(__file__).resolve().parent.parent / "src")
+    data = workdir / f"data-{port}"
+    cmd = [
+        sys.executable, "-m", "odradek", "server", "--log-level", "WARNING",
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override", f"log.dir={data}",
+        "--override", "log.segment.bytes=1073741824",
+        "--override", "log.retention.bytes=2147483648",
+    ]  # fmt: skip
+    log_path = workdir / f"broker-{port}.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_port(port, proc, "odradek broker")
+        yield port, proc.pid
+    except BaseException:
+        sys.stderr.write(log_path.read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        stop_process(proc)
+
+
+def create_topic(port: int, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    for future in futures.values():
+        future.result(30)
+
+
+def produce_frame(topic: str, values: list[bytes]) -> bytes:
+    batch = build_batch([Record(v) for v in values])
+    request = build_request(
+        PRODUCE,
+        PRODUCE_VERSION,
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout": 30_000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}
+            ],
+        },
+    )
+    return encode_request(PRODUCE_VERSION, 1, "bench-ingest", request)
+
+
+def _recv_exact(sock: socket.socket, view: memoryview, size: int) -> None:
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:size])
+        if not n:
+            raise ConnectionError("broker closed the connection")
+        got += n
+
+
+def _read_responses(sock: socket.socket, count: int) -> None:
+    buf = bytearray(64 * 1024)
+    view = memoryview(buf)
+    for _ in range(count):
+        _recv_exact(sock, view, 4)
+        (size,) = struct.unpack_from(">i", buf)
+        if size > len(buf):
+            buf = bytearray(size)
+            view = memoryview(buf)
+        _recv_exact(sock, view, size)
+        # error_code of the single partition: after correlation id, tagged fields,
+        # arrays; we only check that the broker answered (offset errors surface as
+        # a missing response or a closed connection).
+
+
+def pipelined(port: int, frame: bytes, count: int, pid: int) -> tuple[float, float]:
+    """Send ``count`` copies of ``frame`` while reading the answers: (seconds, broker CPU s)."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(frame)  # warm-up (first append creates the segment)
+        _read_responses(sock, 1)
+        cpu0 = process_cpu_s(pid)
+        started = time.perf_counter()
+        failure: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                for _ in range(count):
+                    sock.sendall(frame)
+            except BaseException as exc:  # reported by the main thread
+                failure.append(exc)
+
+        sender = threading.Thread(target=send, name="bench-ingest-sender")
+        sender.start()
+        _read_responses(sock, count)
+        elapsed = time.perf_counter() - started
+        cpu = process_cpu_s(pid) - cpu0
+        sender.join(30)
+        if failure:
+            raise failure[0]
+    return elapsed, cpu
+
+
+def one_at_a_time(port: int, frame: bytes, count: int, pid: int) -> tuple[float, float]:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(frame)
+        _read_responses(sock, 1)
+        cpu0 = process_cpu_s(pid)
+        started = time.perf_counter()
+        for _ in range(count):
+            sock.sendall(frame)
+            _read_responses(sock, 1)
+        return time.perf_counter() - started, process_cpu_s(pid) - cpu0
+
+
+def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
+    print(f"\n== {name} (pid {pid}) ==", flush=True)
+    create_topic(port, "raw")
+    # Measured right before the broker is: the machine's load drifts within a run.
+    loopback = loopback_mb_per_s(args.loopback_mb * MiB)
+    print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
+    big = produce_frame("raw", [os.urandom(64 * 1024) for _ in range(16)])
+    count = max(1, args.raw_mb * MiB // len(big))
+    elapsed, cpu = pipelined(port, big, count, pid)
+    total = count * len(big)
+    rate = total / elapsed / 1e6
+    print(
+        f"pre-encoded 1 MiB Produce, 1 connection: {rate:.0f} MB/s, ratio to loopback "
+        f"{rate / loopback:.2f} (goal >= 0.6); broker CPU {cpu / total * 1e9:.2f} s/GB",
+        flush=True,
+    )
+
+    cpu0 = process_cpu_s(pid)
+    _records, mb_s = produce_rate(f"127.0.0.1:{port}", "big", args.big_records, 64 * 1024)
+    cpu = process_cpu_s(pid) - cpu0
+    gb = args.big_records * 64 * 1024 / 1e9
+    print(
+        f"confluent-kafka 64 KiB records: {mb_s:.0f} MB/s, broker CPU {cpu / gb:.2f} s/GB",
+        flush=True,
+    )
+
+    create_topic(port, "small")
+    small = produce_frame("small", [b"x" * 100])
+    elapsed, cpu = pipelined(port, small, args.small_requests, pid)
+    print(
+        f"single-record Produce, pipelined: {args.small_requests / elapsed:.0f} req/s, "
+        f"broker CPU {cpu / args.small_requests * 1e6:.0f} us/request",
+        flush=True,
+    )
+    n = args.small_requests // 4
+    elapsed, cpu = one_at_a_time(port, small, n, pid)
+    print(
+        f"single-record Produce, one at a time: {n / elapsed:.0f} req/s, "
+        f"broker CPU {cpu / n * 1e6:.0f} us/request",
+        flush=True,
+    )
+
+    p99s = []
+    for run in range(args.latency_runs):
+        latency = latency_at_rate(
+            f"127.0.0.1:{port}", f"latency-{run}", 10_000, args.latency_seconds
+        )
+        p99s.append(latency.percentile(0.99))
+    print(
+        "produce-to-consume p99 at 10,000 rec/s: "
+        + ", ".join(f"{p:.2f}" for p in p99s)
+        + " ms (goal < 5 ms)",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before-src", help="also measure a broker running this src dir")
+    parser.add_argument("--before-first", action="store_true", help="measure --before-src first")
+    parser.add_argument("--loopback-mb", type=int, default=1024)
+    parser.add_argument("--raw-mb", type=int, default=512, help="MB of 1 MiB Produce requests")
+    parser.add_argument("--big-records", type=int, default=4000, help="64 KiB records")
+    parser.add_argument("--small-requests", type=int, default=20_000)
+    parser.add_argument("--latency-runs", type=int, default=5)
+    parser.add_argument("--latency-seconds", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
+        workdir = Path(tmp)
+        runs: list[tuple[str, str | None]] = [("this checkout", None)]
+        if args.before_src:
+            runs.append((f"before ({args.before_src})", args.before_src))
+            if args.before_first:  # alternate the order across runs: load drifts
+                runs.reverse()
+        for name, src in runs:
+            with broker(workdir, src) as (port, pid):
+                measure(name, port, pid, args)
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
