@@ -42,6 +42,7 @@ from odradek.broker.handlers import (
 from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
+from odradek.broker.metadata_answers import EncodedAnswers
 from odradek.broker.network import (
     ChunkedResponse,
     NetworkServer,
@@ -128,6 +129,7 @@ class KafkaServer:
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
         self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
+        self.metadata_answers = EncodedAnswers()  # encoded Metadata answers (embedded)
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
         # group joins, syncs and sessions), advanced by one task on the event loop.
         self.timer = Timer()

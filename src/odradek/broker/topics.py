@@ -5,10 +5,16 @@ the :class:`ReplicaManager` (the partitions hosted here). Topic configs are vali
 :class:`odradek.storage.config.LogConfig`, layered over the broker's ``log.*`` defaults as
 Kafka layers them; a bad key or value is refused with INVALID_CONFIG before anything is
 written.
+
+A topic's logs are created in one batch (LogManager.create_logs: one fsync of the data
+directory however many partitions). The ``*_async`` variants, used by the admin handlers,
+do the disk work (the metadata file, the logs) on a thread so that a 10,000-partition
+CreateTopics does not stall other clients; ``changes`` serialises them with each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 from collections.abc import Callable, Mapping
@@ -76,6 +82,9 @@ class TopicManager:
         self.max_partitions = max(
             1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
         )
+        # Held by the async topic changes across their thread hop, so that a delete or a
+        # second create of the same topic cannot slip in between its steps.
+        self.changes = asyncio.Lock()
 
     def set_broker_overrides(self, dynamic: Mapping[str, str], *, validate_only: bool) -> None:
         """Change the broker's dynamic topic defaults and apply them to every topic."""
@@ -105,7 +114,21 @@ class TopicManager:
         for topic in self.metadata.topics().values():
             self._host(topic)
 
+    def _create_logs(self, topic: TopicMetadata) -> None:
+        """Create the absent logs of the partitions this broker leads, in one batch.
+        Storage only: safe on a thread; ``_host`` then finds them."""
+        config = self.log_config(topic.configs)
+        rm = self.replica_manager
+        rm.log_manager.create_logs(
+            [
+                (topic.name, index, config, topic.topic_id)
+                for index, assignment in topic.partitions.items()
+                if assignment.leader == rm.broker_id and rm.partition(topic.name, index) is None
+            ]
+        )
+
     def _host(self, topic: TopicMetadata) -> None:
+        self._create_logs(topic)
         config = self.log_config(topic.configs)
         for index, assignment in topic.partitions.items():
             if assignment.leader == self.replica_manager.broker_id:
@@ -128,6 +151,51 @@ class TopicManager:
         *,
         validate_only: bool = False,
     ) -> TopicMetadata | None:
+        request = self._check_create(name, num_partitions, replication_factor, configs,
+                                     validate_only)  # fmt: skip
+        if request is None:
+            return None
+        topic = self.metadata.create_topic(name, *request)
+        self._host(topic)
+        log.info("created topic %s with %d partitions", name, request[0])
+        return topic
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata | None:
+        """``create_topic`` with the metadata write and the logs' creation on a thread."""
+        async with self.changes:
+            request = self._check_create(name, num_partitions, replication_factor, configs,
+                                         validate_only)  # fmt: skip
+            if request is None:
+                return None
+
+            def durable() -> TopicMetadata:
+                topic = self.metadata.create_topic(name, *request)
+                self._create_logs(topic)
+                return topic
+
+            topic = await asyncio.to_thread(durable)
+            self._host(topic)  # in memory now: every log exists
+            log.info("created topic %s with %d partitions", name, request[0])
+            return topic
+
+    def _check_create(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None,
+        validate_only: bool,
+    ) -> tuple[int, int, dict[str, str]] | None:
+        """Validate a create; its (partitions, replication factor, overrides) to write, or
+        None when only validating."""
         if num_partitions == -1:
             num_partitions = self.config.get("num.partitions")
         if replication_factor == -1:
@@ -139,10 +207,7 @@ class TopicManager:
             self._validate_create(name, num_partitions, replication_factor)
             return None
         self._check_collision(name)
-        topic = self.metadata.create_topic(name, num_partitions, replication_factor, overrides)
-        self._host(topic)
-        log.info("created topic %s with %d partitions", name, num_partitions)
-        return topic
+        return num_partitions, replication_factor, overrides
 
     def _check_capacity(self, new_partitions: int) -> None:
         """Refuse, before writing anything, partitions this process could not keep open."""
@@ -212,6 +277,28 @@ class TopicManager:
             return
         topic = self.metadata.add_partitions(name, total)
         self._host(topic)
+
+    async def add_partitions_async(self, name: str, total: int, *, validate_only: bool = False
+                                   ) -> None:  # fmt: skip
+        """``add_partitions`` with the disk work on a thread."""
+        async with self.changes:
+            topic = self.metadata.topic(name)
+            if topic is None or total <= len(topic.partitions) or validate_only:
+                self.add_partitions(name, total, validate_only=validate_only)  # checks only
+                return
+            self._check_capacity(total - len(topic.partitions))
+
+            def durable() -> TopicMetadata:
+                grown = self.metadata.add_partitions(name, total)
+                self._create_logs(grown)
+                return grown
+
+            self._host(await asyncio.to_thread(durable))
+
+    async def delete_topic_async(self, name: str) -> None:
+        """``delete_topic``, ordered after any topic change in flight."""
+        async with self.changes:
+            self.delete_topic(name)
 
     def set_topic_configs(
         self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False

@@ -87,11 +87,11 @@ class LeaderEpochFileCache:
     ``end_offset_for`` from other threads.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, load: bool = True) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
-        if self.path.exists():
+        if load and self.path.exists():  # load=False: a new partition, nothing to read
             text = self.path.read_text(encoding="ascii", errors="replace")
             # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
             # hand-edited or foreign file cannot leave the cache out of order.

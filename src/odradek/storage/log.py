@@ -184,6 +184,7 @@ class Log:
         *,
         clock: Callable[[], float],
         producer_id_expiration_ms: int,
+        new: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.topic, self.partition = parse_partition_dir_name(self.directory.name)
@@ -200,7 +201,7 @@ class Log:
         self.high_watermark: int | None = None
         epoch_path = self.directory / CHECKPOINT_FILE_NAME
         try:
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path, load=not new)
             self._epoch_cache_lost = False
         except CorruptCheckpointError as exc:
             # Rebuilt from the batches' leader epochs by a full recovery (see _load).
@@ -216,6 +217,8 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
         self._rolled_unflushed: list[LogSegment] = []
         self._dir_dirty = False
+        # partition.metadata written without fsync (create_new): synced by the first flush.
+        self._metadata_unsynced = False
         self._last_flush_ms = 0
         self._closed = False
 
@@ -252,6 +255,43 @@ class Log:
         )
         with log._lock:
             log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
+        return log
+
+    @classmethod
+    def create_new(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        clock: Callable[[], float] = time.time,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> Log:
+        """A new, empty log in ``directory``, which must not exist (FileExistsError).
+
+        The cheap path for creating many partitions (LogManager.create_logs): nothing
+        is read, the first segment's ``.log`` and ``partition.metadata`` are created
+        and closed, nothing is fsynced. The caller fsyncs the parent directory (the new
+        directory's entry); the log's first flush fsyncs the directory itself and
+        ``partition.metadata`` (``_dir_dirty``), as Kafka leaves a new log's files to its
+        first flush. After a crash before that, a missing or empty file is recreated when
+        the broker hosts the partition again.
+        """
+        directory = Path(directory)
+        os.mkdir(directory)
+        log = cls(
+            directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
+            new=True,
+        )  # fmt: skip
+        now_ms = log._now_ms()
+        log._last_flush_ms = now_ms
+        log._add_segment(
+            LogSegment.create(directory, 0, config, now_ms=now_ms, keep_open=False)
+        )
+        if topic_id is not None:
+            log._partition_metadata.write_new(topic_id)
+            log._topic_id = topic_id
+            log._metadata_unsynced = True
         return log
 
     def _now_ms(self) -> int:
@@ -1026,13 +1066,16 @@ class Log:
                 if segment not in segments:
                     segments.insert(0, segment)
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            metadata_unsynced, self._metadata_unsynced = self._metadata_unsynced, False
         for segment in segments:
             segment.flush()
-        if dir_dirty:
-            try:
+        try:
+            if metadata_unsynced:
+                _fsync_file(self._partition_metadata.path)
+            if dir_dirty:
                 _fsync_dir(self.directory)
-            except FileNotFoundError:
-                return  # the log was deleted meanwhile
+        except FileNotFoundError:
+            return  # the log was deleted meanwhile
         with self._lock:
             self._rolled_unflushed = [s for s in self._rolled_unflushed if s not in rolled]
             self.recovery_point = max(self.recovery_point, min(target, self._log_end_offset))
@@ -1305,6 +1348,14 @@ class Log:
 
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -40,7 +40,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,6 +67,8 @@ DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 TopicPartition = tuple[str, int]
+# (topic, partition, config or None for the topic's, topic id or None)
+LogSpec = tuple[str, int, "LogConfig | None", "uuid.UUID | None"]
 
 
 def validate_topic_name(topic: str) -> None:
@@ -220,25 +222,66 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty if absent. A given config replaces the
         log's current one."""
-        with self._lock:
-            log = self._logs.get((topic, partition))
-            if log is not None:
-                if config is not None and config != log.config:
-                    log.update_config(config)
-                return log
+        return self.create_logs([(topic, partition, config, None)])[0]
+
+    def create_logs(self, specs: Sequence[LogSpec]) -> list[Log]:
+        """The logs of ``(topic, partition, config, topic id)``, created empty where absent.
+
+        For many partitions at once (a new topic, a LeaderAndIsr): each new log costs a
+        directory, an empty ``.log`` and ``partition.metadata`` (Log.create_new), and the
+        whole batch one fsync of the data directory, which makes the new directories
+        durable. The work runs outside the manager's lock, so a caller on another thread
+        does not hold up appends and reads of other partitions. Existing logs get the
+        given config; the topic id is left to the caller (``Log.assign_topic_id``)."""
+        for topic, partition, _, _ in specs:
             validate_topic_name(topic)
             if partition < 0:
                 raise ValueError(f"partition {partition} of {topic} is negative")
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            log = Log.open(
-                self.data_dir / f"{topic}-{partition}",
-                config or self._config_for(topic),
-                clock=self._clock,
-                producer_id_expiration_ms=self._producer_id_expiration_ms,
-            )
-            fsync_dir(self.data_dir)
-            self._logs[(topic, partition)] = log
-            return log
+        found: dict[TopicPartition, Log] = {}
+        with self._lock:
+            for topic, partition, config, _ in specs:
+                log = self._logs.get((topic, partition))
+                if log is not None:
+                    if config is not None and config != log.config:
+                        log.update_config(config)
+                    found[(topic, partition)] = log
+        missing = [spec for spec in specs if (spec[0], spec[1]) not in found]
+        if missing:
+            created = self._create_missing(missing)
+            with self._lock:
+                for tp, log in created.items():
+                    found[tp] = self._logs.setdefault(tp, log)
+        return [found[(topic, partition)] for topic, partition, _, _ in specs]
+
+    def _create_missing(self, specs: Sequence[LogSpec]) -> dict[TopicPartition, Log]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = str(self.data_dir)
+        created: dict[TopicPartition, Log] = {}
+        for topic, partition, config, topic_id in specs:
+            if (topic, partition) in created:
+                continue
+            directory = Path(f"{data_dir}{os.sep}{topic}-{partition}")
+            config = config or self._config_for(topic)
+            try:
+                log = Log.create_new(
+                    directory,
+                    config,
+                    topic_id=topic_id,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            except FileExistsError:
+                # A directory nobody loaded (left by an interrupted create): open it
+                # with whatever it holds, as a restart would.
+                log = Log.open(
+                    directory,
+                    config,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            created[(topic, partition)] = log
+        fsync_dir(self.data_dir)
+        return created
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Forget the partition and remove its directory (after file.delete.delay.ms).

@@ -114,6 +114,7 @@ class LogSegment:
         now_ms: int,
         file_suffix: str = "",
         create: bool = False,
+        keep_open: bool = True,
     ) -> None:
         # Opening a log constructs one LogSegment per segment file, so this must not
         # touch the disk or even build paths: everything is derived on first use.
@@ -130,6 +131,11 @@ class LogSegment:
             self._file = SharedFile(
                 self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
             )
+            if not keep_open:
+                # Many partitions created at once stay idle: the first append or read
+                # opens the file again, so an idle partition holds no descriptor.
+                self._file.close_now()
+                self._file = None
             self._size: int | None = 0
         else:
             self._size = None
@@ -177,12 +183,14 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
-        file_suffix: str = "",
+        file_suffix: str = "", keep_open: bool = True,
     ) -> LogSegment:  # fmt: skip
-        """A new, empty segment (its ``.log`` must not exist yet)."""
+        """A new, empty segment (its ``.log`` must not exist yet). ``keep_open=False``
+        closes the new file at once (opened again on first use)."""
         return cls(
-            directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix, create=True
-        )
+            directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix, create=True,
+            keep_open=keep_open,
+        )  # fmt: skip
 
     @classmethod
     def open(
