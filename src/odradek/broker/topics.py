@@ -26,8 +26,12 @@ from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
-# Each hosted partition keeps a few files open (the active segment and its indexes, more
-# while reads are in flight); the rest of the descriptor budget is for connections.
+# A partition in use keeps a few files open (the active segment and its two indexes, more
+# while reads are in flight); an idle one keeps none: new logs are created closed, logs
+# open lazily, and above the budget the flush job closes the descriptors of partitions
+# unused for a round (Log.release_idle_handles). So the open-file limit bounds the
+# partitions in use at once, not the partitions hosted; a create is refused only beyond
+# one descriptor per partition. The rest of the budget is for connections.
 FILES_PER_PARTITION = 3
 RESERVED_FILES = 1024
 
@@ -79,9 +83,9 @@ class TopicManager:
         # Told (topic, partitions) after a topic is deleted; the server uses it to drop
         # the committed offsets of the deleted partitions.
         self.on_topic_deleted: Callable[[str, list[int]], None] | None = None
-        self.max_partitions = max(
-            1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
-        )
+        budget = max(1, raise_open_file_limit() - RESERVED_FILES)
+        self.max_partitions = budget
+        replica_manager.log_manager.release_idle_above = max(1, budget // FILES_PER_PARTITION)
         # Held by the async topic changes across their thread hop, so that a delete or a
         # second create of the same topic cannot slip in between its steps.
         self.changes = asyncio.Lock()

@@ -88,7 +88,7 @@ class LeaderEpochFileCache:
     """
 
     def __init__(self, path: Path, *, load: bool = True) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
         if load and self.path.exists():  # load=False: a new partition, nothing to read

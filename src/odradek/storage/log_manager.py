@@ -64,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+SHUTDOWN_FLUSH_THREADS = 8
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 TopicPartition = tuple[str, int]
@@ -107,6 +108,9 @@ class LogManager:
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._pending_dir_deletes: list[tuple[int, Path]] = []  # (due ms, renamed dir)
         self.had_clean_shutdown = False
+        # Above this many logs, run_flush closes the descriptors of idle ones (None:
+        # never); the broker sets it from its open-file limit.
+        self.release_idle_above: int | None = None
         # A probe write of one maximal batch: "a full-size batch fits again".
         self.dir_failure = LogDirFailureChannel(
             self.data_dir, probe_bytes=default_config.max_message_bytes
@@ -155,7 +159,7 @@ class LogManager:
                 validate_topic_name(topic)
             except ValueError:
                 continue  # not a partition directory
-            to_load.append(((topic, partition), Path(entry.path)))
+            to_load.append(((topic, partition), self.data_dir / entry.name))
 
         def load(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
@@ -194,15 +198,24 @@ class LogManager:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
         with self._lock:
             logs = list(self._logs.values())
-        for log in logs:
+
+        def flush_and_close(log: Log) -> None:
             try:
                 log.flush()
             except Exception as exc:
                 if not is_io_failure(exc):
                     raise
                 self.dir_failure.mark_offline(exc)
-        for log in logs:
             log.close()
+
+        # fsyncs from several threads share the file system's journal commits, so many
+        # partitions flush in about the time of a few (the work is disk waits, not CPU).
+        if len(logs) > 1:
+            with ThreadPoolExecutor(SHUTDOWN_FLUSH_THREADS, "log-shutdown") as pool:
+                list(pool.map(flush_and_close, logs))
+        else:
+            for log in logs:
+                flush_and_close(log)
         self.checkpoint()
         self._remove_deleted_dirs(force=True)
         if self.dir_failure.offline:
@@ -338,12 +351,18 @@ class LogManager:
         self._remove_deleted_dirs()
 
     def run_flush(self) -> None:
-        """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it."""
+        """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it; with
+        more logs than ``release_idle_above``, also release the descriptors of the logs
+        unused since the previous run (Log.release_idle_handles)."""
         if self.dir_failure.offline:
             return
-        for log in self.all_logs():
+        logs = self.all_logs()
+        release = self.release_idle_above is not None and len(logs) > self.release_idle_above
+        for log in logs:
             try:
                 log.maybe_flush()
+                if release:
+                    log.release_idle_handles()
             except Exception as exc:
                 if is_io_failure(exc):
                     self.dir_failure.mark_offline(exc)

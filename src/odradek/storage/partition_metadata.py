@@ -42,7 +42,7 @@ def decode_topic_id(text: str) -> uuid.UUID:
 
 class PartitionMetadataFile:
     def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+        self.path = (directory if isinstance(directory, Path) else Path(directory)) / FILE_NAME
 
     def read(self) -> uuid.UUID | None:
         """The stored topic id, None if the file is absent; CorruptCheckpointError if bad."""

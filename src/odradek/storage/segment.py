@@ -687,6 +687,26 @@ class LogSegment:
             if index is not None:
                 index.flush()
 
+    @property
+    def holds_handles(self) -> bool:
+        """Whether any descriptor of the segment is open (log or index write handles)."""
+        return self._file is not None or any(
+            index is not None and index.holds_handle
+            for index in (self._offset_index, self._time_index)
+        )
+
+    def release_handles(self) -> int:
+        """Close the descriptors nothing unsynced depends on; the next use reopens them.
+        Regions handed out keep their own reference. Returns how many were closed."""
+        released = 0
+        if self._file is not None and not self._log_dirty:
+            self._file = None
+            released += 1
+        for index in (self._offset_index, self._time_index):
+            if index is not None and index.release_handle():
+                released += 1
+        return released
+
     def change_file_suffix(self, new_suffix: str) -> None:
         """Rename every file of the segment to carry ``new_suffix`` (open handles stay valid)."""
         old_log = self.log_path
