@@ -29,6 +29,9 @@ from odradek.protocol.codec import encode_response_body
 from odradek.protocol.headers import encode_response_header
 
 MAX_ENTRIES = 64
+# Bytes of bodies kept at most (10,000 partitions encode to about 0.4 MB); a body over a
+# quarter of it is not kept (a request naming half a million topics).
+MAX_BYTES = 64 << 20
 # Bodies of answers with more array elements than this are encoded on a thread.
 ENCODE_ON_THREAD_ITEMS = 2000
 
@@ -38,16 +41,19 @@ _INT32 = struct.Struct(">i")
 class EncodedAnswers:
     """Encoded response bodies by key, all of one metadata generation."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.generation: int | None = None
         self._bodies: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._bytes = 0
         self.hits = 0
         self.misses = 0
 
     def get(self, generation: int, key: Hashable) -> bytes | None:
         if generation != self.generation:
             self._bodies.clear()
+            self._bytes = 0
             self.generation = generation
         body = self._bodies.get(key)
         if body is None:
@@ -59,12 +65,16 @@ class EncodedAnswers:
 
     def put(self, generation: int, key: Hashable, body: bytes) -> None:
         """Keep ``body`` unless the metadata moved on while it was being built."""
-        if generation != self.generation:
+        if generation != self.generation or len(body) > self.max_bytes // 4:
             return
+        old = self._bodies.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old)
         self._bodies[key] = body
-        self._bodies.move_to_end(key)
-        while len(self._bodies) > self.max_entries:
-            self._bodies.popitem(last=False)
+        self._bytes += len(body)
+        while len(self._bodies) > self.max_entries or self._bytes > self.max_bytes:
+            _, dropped = self._bodies.popitem(last=False)
+            self._bytes -= len(dropped)
 
 
 async def encode_body(ctx: RequestContext, values: Mapping[str, Any], items: int) -> bytes:
