@@ -161,12 +161,17 @@ class LogManager:
                 continue  # not a partition directory
             to_load.append(((topic, partition), self.data_dir / entry.name))
 
+        configs: dict[str, LogConfig] = {}  # per topic: building one is not free
+
         def load(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = self._config_for(tp[0])
             try:
                 return Log.open(
                     path,
-                    self._config_for(tp[0]),
+                    config,
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=log_start_offsets.get(tp, 0),
                     clean_shutdown=clean and tp in recovery_points,
