@@ -132,8 +132,9 @@ class TopicManager:
             ]
         )
 
-    def _host(self, topic: TopicMetadata) -> None:
-        self._create_logs(topic)
+    def _host(self, topic: TopicMetadata, *, logs_created: bool = False) -> None:
+        if not logs_created:
+            self._create_logs(topic)
         config = self.log_config(topic.configs)
         for index, assignment in topic.partitions.items():
             if assignment.leader == self.replica_manager.broker_id:
@@ -193,7 +194,7 @@ class TopicManager:
 
             started = time.monotonic()
             topic = await asyncio.to_thread(durable)
-            self._host(topic)  # in memory now: every log exists
+            self._host(topic, logs_created=True)  # in memory now: every log exists
             log.info(
                 "created topic %s with %d partitions in %.3f s (metadata %.3f s, logs %.3f s)",
                 name, request[0], time.monotonic() - started, stamps[1] - stamps[0],
@@ -308,7 +309,7 @@ class TopicManager:
                 self._create_logs(grown)
                 return grown
 
-            self._host(await asyncio.to_thread(durable))
+            self._host(await asyncio.to_thread(durable), logs_created=True)
 
     async def delete_topic_async(self, name: str) -> None:
         """``delete_topic``, ordered after any topic change in flight."""
