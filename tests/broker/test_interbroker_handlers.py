@@ -342,3 +342,42 @@ def test_stop_replica_of_a_partition_never_hosted(broker: InterBrokerHandlers) -
     # A topic deleted while this broker was down: nothing to remove, still NONE (Kafka).
     response = run(broker.handle_stop_replica(None, stop_replica([(5, -2, True)])))
     assert partition_errors(response) == [(5, ErrorCode.none)]
+
+
+def test_leader_and_isr_for_many_partitions_reads_each_topic_config_once(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig())
+    manager.startup()
+    asked: list[str] = []
+
+    async def counting_config(topic: str) -> LogConfig:
+        asked.append(topic)
+        return LogConfig(segment_bytes=1 << 20)
+
+    handlers = InterBrokerHandlers(
+        ME,
+        replica_manager=ReplicaManager(ME, manager),
+        metadata_cache=MetadataCache(ME),
+        replica_states=ReplicaStates(),
+        log_config=counting_config,
+        broker_epoch=lambda: 100,
+    )
+    states = [partition_state(i, ME if i % 2 else 2, 0, [ME, 2]) for i in range(60)]
+    response = run(handlers.handle_leader_and_isr(None, leader_and_isr(states)))
+    assert partition_errors(response) == [(i, ErrorCode.none) for i in range(60)]
+    assert asked == ["t"]  # once for the topic, not once per partition
+    for i in range(60):
+        partition = handlers.replica_manager.partition("t", i)
+        assert partition is not None and partition.log.config.segment_bytes == 1 << 20
+        assert partition.log.topic_id == TOPIC_ID
+    assert handlers.replica_manager.partition("t", 1).log.leader_epoch_cache.latest_epoch() == 0  # type: ignore[union-attr]
+    # A topic whose config cannot be read fails its partitions alone.
+
+    async def failing_config(topic: str) -> LogConfig:
+        raise RuntimeError("ZooKeeper unreachable")
+
+    handlers.log_config = failing_config
+    response = run(
+        handlers.handle_leader_and_isr(None, leader_and_isr([partition_state(60, ME, 0, [ME])]))
+    )
+    assert partition_errors(response) == [(60, ErrorCode.kafka_storage_error)]
+    assert handlers.replica_manager.partition("t", 60) is None

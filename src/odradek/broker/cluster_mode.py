@@ -42,8 +42,8 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates
 from odradek.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.broker.replica_selector import make_selector
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.cluster.controller import Controller
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration

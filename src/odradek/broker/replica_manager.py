@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
-from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.replica_selector import RackAwareReplicaSelector, ReplicaView
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig

@@ -5,12 +5,19 @@ the :class:`ReplicaManager` (the partitions hosted here). Topic configs are vali
 :class:`odradek.storage.config.LogConfig`, layered over the broker's ``log.*`` defaults as
 Kafka layers them; a bad key or value is refused with INVALID_CONFIG before anything is
 written.
+
+A topic's logs are created in one batch (LogManager.create_logs: one fsync of the data
+directory however many partitions). The ``*_async`` variants, used by the admin handlers,
+do the disk work (the metadata file, the logs) on a thread so that a 10,000-partition
+CreateTopics does not stall other clients; ``changes`` serialises them with each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
+import time
 from collections.abc import Callable, Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig, ConfigError, parse_value
@@ -21,8 +28,12 @@ from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
-# Each hosted partition keeps a few files open (the active segment and its indexes, more
-# while reads are in flight); the rest of the descriptor budget is for connections.
+# A partition in use keeps a few files open (the active segment and its two indexes, more
+# while reads are in flight); an idle one keeps none: new logs are created closed, logs
+# open lazily, and above the budget the flush job closes the descriptors of partitions
+# unused for a round (Log.release_idle_handles). So the open-file limit bounds the
+# partitions in use at once, not the partitions hosted; a create is refused only beyond
+# one descriptor per partition. The rest of the budget is for connections.
 FILES_PER_PARTITION = 3
 RESERVED_FILES = 1024
 
@@ -76,9 +87,12 @@ class TopicManager:
         # Told (topic, partitions) after a topic is deleted; the server uses it to drop
         # the committed offsets of the deleted partitions.
         self.on_topic_deleted: Callable[[str, list[int]], None] | None = None
-        self.max_partitions = max(
-            1, (raise_open_file_limit() - RESERVED_FILES) // FILES_PER_PARTITION
-        )
+        budget = max(1, raise_open_file_limit() - RESERVED_FILES)
+        self.max_partitions = budget
+        replica_manager.log_manager.release_idle_above = max(1, budget // FILES_PER_PARTITION)
+        # Held by the async topic changes across their thread hop, so that a delete or a
+        # second create of the same topic cannot slip in between its steps.
+        self.changes = asyncio.Lock()
 
     def set_broker_overrides(self, dynamic: Mapping[str, str], *, validate_only: bool) -> None:
         """Change the broker's dynamic topic defaults and apply them to every topic."""
@@ -108,7 +122,22 @@ class TopicManager:
         for topic in self.metadata.topics().values():
             self._host(topic)
 
-    def _host(self, topic: TopicMetadata) -> None:
+    def _create_logs(self, topic: TopicMetadata) -> None:
+        """Create the absent logs of the partitions this broker leads, in one batch.
+        Storage only: safe on a thread; ``_host`` then finds them."""
+        config = self.log_config(topic.configs)
+        rm = self.replica_manager
+        rm.log_manager.create_logs(
+            [
+                (topic.name, index, config, topic.topic_id)
+                for index, assignment in topic.partitions.items()
+                if assignment.leader == rm.broker_id and rm.partition(topic.name, index) is None
+            ]
+        )
+
+    def _host(self, topic: TopicMetadata, *, logs_created: bool = False) -> None:
+        if not logs_created:
+            self._create_logs(topic)
         config = self.log_config(topic.configs)
         for index, assignment in topic.partitions.items():
             if assignment.leader == self.replica_manager.broker_id:
@@ -131,6 +160,61 @@ class TopicManager:
         *,
         validate_only: bool = False,
     ) -> TopicMetadata | None:
+        request = self._check_create(name, num_partitions, replication_factor, configs,
+                                     validate_only)  # fmt: skip
+        if request is None:
+            return None
+        topic = self.metadata.create_topic(name, *request)
+        self._host(topic)
+        log.info("created topic %s with %d partitions", name, request[0])
+        return topic
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata | None:
+        """``create_topic`` with the metadata write and the logs' creation on a thread."""
+        async with self.changes:
+            request = self._check_create(name, num_partitions, replication_factor, configs,
+                                         validate_only)  # fmt: skip
+            if request is None:
+                return None
+
+            stamps: list[float] = []
+
+            def durable() -> TopicMetadata:
+                stamps.append(time.monotonic())
+                topic = self.metadata.create_topic(name, *request)
+                stamps.append(time.monotonic())
+                self._create_logs(topic)
+                stamps.append(time.monotonic())
+                return topic
+
+            started = time.monotonic()
+            topic = await asyncio.to_thread(durable)
+            self._host(topic, logs_created=True)  # in memory now: every log exists
+            log.info(
+                "created topic %s with %d partitions in %.3f s (metadata %.3f s, logs %.3f s)",
+                name, request[0], time.monotonic() - started, stamps[1] - stamps[0],
+                stamps[2] - stamps[1],
+            )  # fmt: skip
+            return topic
+
+    def _check_create(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None,
+        validate_only: bool,
+    ) -> tuple[int, int, dict[str, str]] | None:
+        """Validate a create; its (partitions, replication factor, overrides) to write, or
+        None when only validating."""
         if num_partitions == -1:
             num_partitions = self.config.get("num.partitions")
         if replication_factor == -1:
@@ -142,10 +226,7 @@ class TopicManager:
             self._validate_create(name, num_partitions, replication_factor)
             return None
         self._check_collision(name)
-        topic = self.metadata.create_topic(name, num_partitions, replication_factor, overrides)
-        self._host(topic)
-        log.info("created topic %s with %d partitions", name, num_partitions)
-        return topic
+        return num_partitions, replication_factor, overrides
 
     def _check_capacity(self, new_partitions: int) -> None:
         """Refuse, before writing anything, partitions this process could not keep open."""
@@ -215,6 +296,28 @@ class TopicManager:
             return
         topic = self.metadata.add_partitions(name, total)
         self._host(topic)
+
+    async def add_partitions_async(self, name: str, total: int, *, validate_only: bool = False
+                                   ) -> None:  # fmt: skip
+        """``add_partitions`` with the disk work on a thread."""
+        async with self.changes:
+            topic = self.metadata.topic(name)
+            if topic is None or total <= len(topic.partitions) or validate_only:
+                self.add_partitions(name, total, validate_only=validate_only)  # checks only
+                return
+            self._check_capacity(total - len(topic.partitions))
+
+            def durable() -> TopicMetadata:
+                grown = self.metadata.add_partitions(name, total)
+                self._create_logs(grown)
+                return grown
+
+            self._host(await asyncio.to_thread(durable), logs_created=True)
+
+    async def delete_topic_async(self, name: str) -> None:
+        """``delete_topic``, ordered after any topic change in flight."""
+        async with self.changes:
+            self.delete_topic(name)
 
     def set_topic_configs(
         self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False

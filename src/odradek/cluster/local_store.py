@@ -4,11 +4,19 @@
 partition count and config overrides. It is rewritten atomically (temp file, fsync,
 rename, fsync of the directory) on every change, so a crash leaves either the old or the
 new version. With a single broker, that broker leads every partition.
+
+Topic changes may run on a thread (the broker creates big topics off its event loop):
+they are serialised by a lock, and replace the topic dict (and a grown topic's partition
+dict) instead of changing it in place, so a reader iterating over them on another thread
+never sees one change half done. ``generation`` grows with every change: the Metadata
+handler keeps encoded answers until it moves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import uuid
 from pathlib import Path
 
@@ -35,6 +43,8 @@ class LocalMetadataStore(MetadataStore):
         self._broker_configs: dict[str, str] = {}
         # user -> {SCRAM mechanism: "salt=...,stored_key=...,server_key=...,iterations=n"}
         self._users: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self.generation = 0
         data_dir.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -57,6 +67,12 @@ class LocalMetadataStore(MetadataStore):
         return self._topics
 
     def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        with self._lock:
+            return self._create_topic(name, num_partitions, replication_factor, configs)
+
+    def _create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicMetadata:
         validate_topic_name(name)
@@ -83,17 +99,22 @@ class LocalMetadataStore(MetadataStore):
             },
             configs=dict(configs),
         )
-        self._topics[name] = topic
-        self._save()
+        self._replace_topics({**self._topics, name: topic})
         return topic
 
     def delete_topic(self, name: str) -> None:
-        if name not in self._topics:
-            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        del self._topics[name]
-        self._save()
+        with self._lock:
+            if name not in self._topics:
+                raise MetadataError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist"
+                )
+            self._replace_topics({k: v for k, v in self._topics.items() if k != name})
 
     def add_partitions(self, name: str, total: int) -> TopicMetadata:
+        with self._lock:
+            return self._add_partitions(name, total)
+
+    def _add_partitions(self, name: str, total: int) -> TopicMetadata:
         topic = self._topics.get(name)
         if topic is None:
             raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
@@ -104,35 +125,48 @@ class LocalMetadataStore(MetadataStore):
                 f"topic {name!r} has {current} partitions; the new count must be larger",
             )
         node = self._broker.node_id
+        partitions = dict(topic.partitions)
         for i in range(current, total):
-            topic.partitions[i] = PartitionAssignment(replicas=[node], leader=node, isr=[node])
-        self._save()
-        return topic
+            partitions[i] = PartitionAssignment(replicas=[node], leader=node, isr=[node])
+        grown = dataclasses.replace(topic, partitions=partitions)
+        self._replace_topics({**self._topics, name: grown})
+        return grown
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise MetadataError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        topic.configs = dict(configs)
-        self._save()
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise MetadataError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist"
+                )
+            topic.configs = dict(configs)
+            self._save()
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)
 
     def set_broker_configs(self, configs: dict[str, str]) -> None:
-        self._broker_configs = dict(configs)
-        self._save()
+        with self._lock:
+            self._broker_configs = dict(configs)
+            self._save()
+
+    def _replace_topics(self, topics: dict[str, TopicMetadata]) -> None:
+        """Persist ``topics``, then publish them (readers never see an unsaved topic)."""
+        self._save(topics)
+        self._topics = topics
+        self.generation += 1
 
     def user_scram_credentials(self) -> dict[str, dict[str, str]]:
         """SCRAM credentials as Kafka stores them in /config/users (salted, hashed)."""
         return {user: dict(mechanisms) for user, mechanisms in self._users.items()}
 
     def set_user_scram_credentials(self, user: str, mechanisms: dict[str, str]) -> None:
-        if mechanisms:
-            self._users[user] = dict(mechanisms)
-        else:
-            self._users.pop(user, None)
-        self._save()
+        with self._lock:
+            if mechanisms:
+                self._users[user] = dict(mechanisms)
+            else:
+                self._users.pop(user, None)
+            self._save()
 
     # Persistence ------------------------------------------------------------------
 
@@ -165,7 +199,9 @@ class LocalMetadataStore(MetadataStore):
                 "UNKNOWN_SERVER_ERROR", f"cannot read {self._path}: {exc}"
             ) from None
 
-    def _save(self) -> None:
+    def _save(self, topics: dict[str, TopicMetadata] | None = None) -> None:
+        if topics is None:
+            topics = self._topics
         doc = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
@@ -178,7 +214,7 @@ class LocalMetadataStore(MetadataStore):
                     "partitions": len(t.partitions),
                     "configs": t.configs,
                 }
-                for t in sorted(self._topics.values(), key=lambda t: t.name)
+                for t in sorted(topics.values(), key=lambda t: t.name)
             ],
         }
         atomic_write(self._path, json.dumps(doc, indent=1).encode())

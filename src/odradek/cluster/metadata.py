@@ -75,6 +75,10 @@ class TopicMetadata:
 class MetadataStore(ABC):
     """Durable cluster metadata. Methods raise MetadataError with Kafka error names."""
 
+    # Grows with every change a Metadata answer could show (topics, partitions, leaders):
+    # the broker keeps encoded Metadata answers while it stays the same.
+    generation: int = 0
+
     @property
     @abstractmethod
     def cluster_id(self) -> str: ...

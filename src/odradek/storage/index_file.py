@@ -179,6 +179,18 @@ class IndexFile:
             self._dirty = False
             os.fsync(shared.fd)
 
+    @property
+    def holds_handle(self) -> bool:
+        return self._file is not None
+
+    def release_handle(self) -> bool:
+        """Close the write descriptor unless it has unsynced entries (reopened on the
+        next append); True if one was closed."""
+        if self._file is None or self._dirty:
+            return False
+        self._file = None
+        return True
+
     def close(self) -> None:
         self._file = None  # the descriptor closes with its last reference
         self._data = None

@@ -87,11 +87,11 @@ class LeaderEpochFileCache:
     ``end_offset_for`` from other threads.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path, *, load: bool = True) -> None:
+        self.path = path if isinstance(path, Path) else Path(path)
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
-        if self.path.exists():
+        if load and self.path.exists():  # load=False: a new partition, nothing to read
             text = self.path.read_text(encoding="ascii", errors="replace")
             # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
             # hand-edited or foreign file cannot leave the cache out of order.
@@ -166,19 +166,22 @@ class LeaderEpochFileCache:
 
     # -- updates ---------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> None:
         """Record that ``epoch`` starts at ``start_offset``; persist if anything changed.
 
         A no-op when ``epoch`` is already the latest with a start at or before
         ``start_offset`` (every batch of an epoch calls this). Entries that would break
         monotonicity (epoch >= the new one, or start offset >= the new one) are dropped
         first, as Kafka does when a new leader's epoch overrides a diverged tail.
+        ``sync=False`` replaces the file without fsyncs (still atomic against a crash
+        of the process; after a power cut the file may be empty, which reads as no
+        entries).
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
         with self._lock:
             if self._assign_in_memory(epoch, start_offset):
-                self._persist()
+                self._persist(sync=sync)
 
     def _assign_in_memory(self, epoch: int, start_offset: int) -> bool:
         if self._entries:
@@ -227,8 +230,8 @@ class LeaderEpochFileCache:
         with self._lock:
             self._persist()
 
-    def _persist(self) -> None:
-        atomic_write(self.path, format_epoch_checkpoint(self._entries))
+    def _persist(self, *, sync: bool = True) -> None:
+        atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=sync)
 
     def _persist_if_dir_exists(self) -> None:
         # Truncations can race with the partition being deleted; there is nothing to keep then.

@@ -185,8 +185,12 @@ class Log:
         *,
         clock: Callable[[], float],
         producer_id_expiration_ms: int,
+        new: bool = False,
+        listing: list[str] | None = None,
     ) -> None:
-        self.directory = Path(directory)
+        # Not Path(directory) when it is one: each Path() parses the whole path again,
+        # which adds up when a broker opens 10,000 logs.
+        self.directory = directory if isinstance(directory, Path) else Path(directory)
         self.topic, self.partition = parse_partition_dir_name(self.directory.name)
         self.config = config
         self._clock = clock
@@ -201,7 +205,8 @@ class Log:
         self.high_watermark: int | None = None
         epoch_path = self.directory / CHECKPOINT_FILE_NAME
         try:
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+            load = not new and (listing is None or CHECKPOINT_FILE_NAME in listing)
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path, load=load)
             self._epoch_cache_lost = False
         except CorruptCheckpointError as exc:
             # Rebuilt from the batches' leader epochs by a full recovery (see _load).
@@ -217,8 +222,17 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
         self._rolled_unflushed: list[LogSegment] = []
         self._dir_dirty = False
+        # partition.metadata written without fsync (create_new): synced by the first flush.
+        self._metadata_unsynced = False
+        # Made by create_new and still empty: flushing has nothing to keep, so the
+        # directory's fsyncs wait for the first data (a clean shutdown of 10,000 idle
+        # new partitions would otherwise cost 20,000 fsyncs).
+        self._created_unsynced = False
         self._last_flush_ms = 0
         self._closed = False
+        self._listing = listing  # the directory's files when opened, until loaded
+        self._uses = 0  # see release_idle_handles
+        self._uses_seen = -1
 
     # -- opening and recovery ----------------------------------------------------------
 
@@ -246,13 +260,58 @@ class Log:
         one) is validated batch by batch and cut at the first bad byte (later segments
         are then deleted), and indexes are rebuilt.
         """
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        try:
+            # Listed once: cleaning, the segment list, the epoch file and the producer
+            # snapshots all come from this listing.
+            listing = os.listdir(directory)
+        except FileNotFoundError:
+            directory.mkdir(parents=True, exist_ok=True)
+            listing = []
         log = cls(
-            directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms
-        )
+            directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
+            listing=listing,
+        )  # fmt: skip
         with log._lock:
             log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
+        return log
+
+    @classmethod
+    def create_new(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        clock: Callable[[], float] = time.time,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> Log:
+        """A new, empty log in ``directory``, which must not exist (FileExistsError).
+
+        The cheap path for creating many partitions (LogManager.create_logs): nothing
+        is read, the first segment's ``.log`` and ``partition.metadata`` are created
+        and closed, nothing is fsynced. The caller fsyncs the parent directory (the new
+        directory's entry); the log's first flush fsyncs the directory itself and
+        ``partition.metadata`` (``_dir_dirty``), as Kafka leaves a new log's files to its
+        first flush. After a crash before that, a missing or empty file is recreated when
+        the broker hosts the partition again.
+        """
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        os.mkdir(directory)
+        log = cls(
+            directory, config, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
+            new=True,
+        )  # fmt: skip
+        now_ms = log._now_ms()
+        log._last_flush_ms = now_ms
+        log._add_segment(
+            LogSegment.create(directory, 0, config, now_ms=now_ms, keep_open=False)
+        )
+        if topic_id is not None:
+            log._partition_metadata.write_new(topic_id)
+            log._topic_id = topic_id
+            log._metadata_unsynced = True
+        log._created_unsynced = True
         return log
 
     def _now_ms(self) -> int:
@@ -269,7 +328,8 @@ class Log:
             recovery_point, clean_shutdown = 0, False
         now_ms = self._now_ms()
         self._last_flush_ms = now_ms
-        bases = self._clean_directory(now_ms)
+        listing, self._listing = self._listing, None
+        bases = self._clean_directory(now_ms, listing)
         self._segments = [
             LogSegment.open(self.directory, base, self.config, now_ms=now_ms) for base in bases
         ]
@@ -306,7 +366,8 @@ class Log:
         self.log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), leo)
         self.recovery_point = min(recovery_point, leo) if not clean_shutdown else leo
         self._truncate_epochs(leo, self.log_start_offset)
-        self.producer_state.load(self.log_start_offset, leo)
+        # The listing is current unless recovery changed the directory.
+        self.producer_state.load(self.log_start_offset, leo, listing if clean_shutdown else None)
         if self.producer_state.map_end_offset > recover_from:
             # Crash: the transaction index of recovered segments may miss aborts, so the
             # producer state must be replayed over them from a snapshot at or below.
@@ -323,7 +384,7 @@ class Log:
         if earliest is not None and earliest[1] < start_offset:
             cache.truncate_from_start(start_offset)
 
-    def _clean_directory(self, now_ms: int) -> list[int]:
+    def _clean_directory(self, now_ms: int, listing: list[str] | None = None) -> list[int]:
         """Finish or undo interrupted operations; return the segment base offsets.
 
         Runs on every open, once per file of the directory: kept to string slicing."""
@@ -331,7 +392,7 @@ class Log:
         logs: set[int] = set()
         swaps: list[int] = []
         indexes: list[tuple[int, str]] = []
-        for name in os.listdir(directory):
+        for name in os.listdir(directory) if listing is None else listing:
             stem = name[:20]
             if len(name) <= 20 or name[20] != "." or not stem.isdigit():
                 continue  # not a segment file (checkpoints, partition.metadata, ...)
@@ -539,6 +600,29 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.directory.name} is closed")
+        self._uses += 1  # every append, read and change passes here
+
+    def release_idle_handles(self) -> int:
+        """Close the descriptors of a log unused since the previous call (appends, reads
+        and changes count as use); the next use opens them again. A log whose data is
+        not fsynced yet is flushed first, since a descriptor with unsynced writes must
+        stay until its fsync. Returns the descriptors closed. Lets a broker host more
+        partitions than its open-file limit would allow three descriptors each."""
+        with self._lock:
+            if self._closed:
+                return 0
+            if self._uses != self._uses_seen:
+                self._uses_seen = self._uses
+                return 0
+            if not any(segment.holds_handles for segment in self._segments):
+                return 0
+            dirty = self.recovery_point < self._log_end_offset or bool(self._rolled_unflushed)
+        if dirty:
+            self.flush()
+        with self._lock:
+            if self._closed or self._uses != self._uses_seen:
+                return 0
+            return sum(segment.release_handles() for segment in self._segments)
 
     # -- appends -----------------------------------------------------------------------
 
@@ -1017,6 +1101,11 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            if self._created_unsynced:
+                if self._log_end_offset == 0 and self.log_start_offset == 0:
+                    self._last_flush_ms = self._now_ms()
+                    return  # lost in a crash, the empty log is created again on hosting
+                self._created_unsynced = False
             target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
             index = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
             segments = [s for s in self._segments[index:] if s.base_offset < target]
@@ -1027,14 +1116,17 @@ class Log:
                 if segment not in segments:
                     segments.insert(0, segment)
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            metadata_unsynced, self._metadata_unsynced = self._metadata_unsynced, False
         started = time.monotonic()
         for segment in segments:
             segment.flush()
-        if dir_dirty:
-            try:
+        try:
+            if metadata_unsynced:
+                _fsync_file(self._partition_metadata.path)
+            if dir_dirty:
                 _fsync_dir(self.directory)
-            except FileNotFoundError:
-                return  # the log was deleted meanwhile
+        except FileNotFoundError:
+            return  # the log was deleted meanwhile
         if flush_stats.observer is not None and (segments or dir_dirty):
             flush_stats.observer(time.monotonic() - started)
         with self._lock:
@@ -1286,7 +1378,11 @@ class Log:
                 return
             try:
                 if self._log_end_offset >= self.producer_state.map_end_offset:
-                    self.producer_state.take_snapshot(self._log_end_offset)
+                    # An empty log needs none: with 10,000 idle partitions a snapshot each
+                    # would make every clean shutdown write (and fsync) 10,000 files.
+                    self.producer_state.take_snapshot(
+                        self._log_end_offset, skip_if_empty_at=self.log_start_offset
+                    )
             except OSError as exc:
                 logger.warning("%s: producer snapshot at close failed: %s", self.directory, exc)
             for segment in self._segments:
@@ -1309,6 +1405,14 @@ class Log:
 
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

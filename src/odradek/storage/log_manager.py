@@ -40,7 +40,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -64,9 +64,12 @@ logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+SHUTDOWN_FLUSH_THREADS = 8
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 TopicPartition = tuple[str, int]
+# (topic, partition, config or None for the topic's, topic id or None)
+LogSpec = tuple[str, int, "LogConfig | None", "uuid.UUID | None"]
 
 
 def validate_topic_name(topic: str) -> None:
@@ -105,6 +108,9 @@ class LogManager:
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._pending_dir_deletes: list[tuple[int, Path]] = []  # (due ms, renamed dir)
         self.had_clean_shutdown = False
+        # Above this many logs, run_flush closes the descriptors of idle ones (None:
+        # never); the broker sets it from its open-file limit.
+        self.release_idle_above: int | None = None
         # A probe write of one maximal batch: "a full-size batch fits again".
         self.dir_failure = LogDirFailureChannel(
             self.data_dir, probe_bytes=default_config.max_message_bytes
@@ -153,14 +159,19 @@ class LogManager:
                 validate_topic_name(topic)
             except ValueError:
                 continue  # not a partition directory
-            to_load.append(((topic, partition), Path(entry.path)))
+            to_load.append(((topic, partition), self.data_dir / entry.name))
+
+        configs: dict[str, LogConfig] = {}  # per topic: building one is not free
 
         def load(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = self._config_for(tp[0])
             try:
                 return Log.open(
                     path,
-                    self._config_for(tp[0]),
+                    config,
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=log_start_offsets.get(tp, 0),
                     clean_shutdown=clean and tp in recovery_points,
@@ -192,15 +203,24 @@ class LogManager:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
         with self._lock:
             logs = list(self._logs.values())
-        for log in logs:
+
+        def flush_and_close(log: Log) -> None:
             try:
                 log.flush()
             except Exception as exc:
                 if not is_io_failure(exc):
                     raise
                 self.dir_failure.mark_offline(exc)
-        for log in logs:
             log.close()
+
+        # fsyncs from several threads share the file system's journal commits, so many
+        # partitions flush in about the time of a few (the work is disk waits, not CPU).
+        if len(logs) > 1:
+            with ThreadPoolExecutor(SHUTDOWN_FLUSH_THREADS, "log-shutdown") as pool:
+                list(pool.map(flush_and_close, logs))
+        else:
+            for log in logs:
+                flush_and_close(log)
         self.checkpoint()
         self._remove_deleted_dirs(force=True)
         if self.dir_failure.offline:
@@ -220,25 +240,66 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty if absent. A given config replaces the
         log's current one."""
-        with self._lock:
-            log = self._logs.get((topic, partition))
-            if log is not None:
-                if config is not None and config != log.config:
-                    log.update_config(config)
-                return log
+        return self.create_logs([(topic, partition, config, None)])[0]
+
+    def create_logs(self, specs: Sequence[LogSpec]) -> list[Log]:
+        """The logs of ``(topic, partition, config, topic id)``, created empty where absent.
+
+        For many partitions at once (a new topic, a LeaderAndIsr): each new log costs a
+        directory, an empty ``.log`` and ``partition.metadata`` (Log.create_new), and the
+        whole batch one fsync of the data directory, which makes the new directories
+        durable. The work runs outside the manager's lock, so a caller on another thread
+        does not hold up appends and reads of other partitions. Existing logs get the
+        given config; the topic id is left to the caller (``Log.assign_topic_id``)."""
+        for topic, partition, _, _ in specs:
             validate_topic_name(topic)
             if partition < 0:
                 raise ValueError(f"partition {partition} of {topic} is negative")
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            log = Log.open(
-                self.data_dir / f"{topic}-{partition}",
-                config or self._config_for(topic),
-                clock=self._clock,
-                producer_id_expiration_ms=self._producer_id_expiration_ms,
-            )
-            fsync_dir(self.data_dir)
-            self._logs[(topic, partition)] = log
-            return log
+        found: dict[TopicPartition, Log] = {}
+        with self._lock:
+            for topic, partition, config, _ in specs:
+                log = self._logs.get((topic, partition))
+                if log is not None:
+                    if config is not None and config != log.config:
+                        log.update_config(config)
+                    found[(topic, partition)] = log
+        missing = [spec for spec in specs if (spec[0], spec[1]) not in found]
+        if missing:
+            created = self._create_missing(missing)
+            with self._lock:
+                for tp, log in created.items():
+                    found[tp] = self._logs.setdefault(tp, log)
+        return [found[(topic, partition)] for topic, partition, _, _ in specs]
+
+    def _create_missing(self, specs: Sequence[LogSpec]) -> dict[TopicPartition, Log]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = str(self.data_dir)
+        created: dict[TopicPartition, Log] = {}
+        for topic, partition, config, topic_id in specs:
+            if (topic, partition) in created:
+                continue
+            directory = Path(f"{data_dir}{os.sep}{topic}-{partition}")
+            config = config or self._config_for(topic)
+            try:
+                log = Log.create_new(
+                    directory,
+                    config,
+                    topic_id=topic_id,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            except FileExistsError:
+                # A directory nobody loaded (left by an interrupted create): open it
+                # with whatever it holds, as a restart would.
+                log = Log.open(
+                    directory,
+                    config,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            created[(topic, partition)] = log
+        fsync_dir(self.data_dir)
+        return created
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Forget the partition and remove its directory (after file.delete.delay.ms).
@@ -301,12 +362,18 @@ class LogManager:
         self._remove_deleted_dirs()
 
     def run_flush(self) -> None:
-        """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it."""
+        """Flush the logs whose flush.messages / flush.ms (or a roll) calls for it; with
+        more logs than ``release_idle_above``, also release the descriptors of the logs
+        unused since the previous run (Log.release_idle_handles)."""
         if self.dir_failure.offline:
             return
-        for log in self.all_logs():
+        logs = self.all_logs()
+        release = self.release_idle_above is not None and len(logs) > self.release_idle_above
+        for log in logs:
             try:
                 log.maybe_flush()
+                if release:
+                    log.release_idle_handles()
             except Exception as exc:
                 if is_io_failure(exc):
                     self.dir_failure.mark_offline(exc)

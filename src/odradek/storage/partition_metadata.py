@@ -7,12 +7,17 @@ format, ASCII::
     version: 0
     topic_id: 3r5vXwGzQ5uW0nbpg9k1Lw      <- the 16-byte UUID, URL-safe base64, unpadded
 
-Written atomically (temp file, fsync, rename, directory fsync).
+Rewritten atomically (temp file, fsync, rename, directory fsync). A brand-new partition's
+file is written directly instead (:meth:`PartitionMetadataFile.write_new`): there is no old
+content to protect, and its fsync is left to the log's first flush, as Kafka defers it
+(a file lost or emptied by a power cut reads as "no id yet" and is written again when
+the broker hosts the partition).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import uuid
 from pathlib import Path
 
@@ -37,7 +42,7 @@ def decode_topic_id(text: str) -> uuid.UUID:
 
 class PartitionMetadataFile:
     def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+        self.path = (directory if isinstance(directory, Path) else Path(directory)) / FILE_NAME
 
     def read(self) -> uuid.UUID | None:
         """The stored topic id, None if the file is absent; CorruptCheckpointError if bad."""
@@ -47,6 +52,8 @@ class PartitionMetadataFile:
             return None
         except UnicodeDecodeError:
             raise CorruptCheckpointError(f"{self.path}: not ASCII") from None
+        if not text:
+            return None  # created but never synced before a power cut (see write_new)
         fields: dict[str, str] = {}
         for line in text.splitlines():
             if line.strip():
@@ -64,5 +71,16 @@ class PartitionMetadataFile:
             raise CorruptCheckpointError(f"{self.path}: bad topic_id ({exc})") from None
 
     def write(self, topic_id: uuid.UUID) -> None:
-        text = f"version: {VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n"
-        atomic_write(self.path, text.encode("ascii"))
+        atomic_write(self.path, _encode(topic_id))
+
+    def write_new(self, topic_id: uuid.UUID) -> None:
+        """Create the file of a new partition: one write, no temp file, no fsync."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, _encode(topic_id))
+        finally:
+            os.close(fd)
+
+
+def _encode(topic_id: uuid.UUID) -> bytes:
+    return f"version: {VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n".encode("ascii")

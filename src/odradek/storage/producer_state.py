@@ -311,7 +311,9 @@ class ProducerStateManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.partition_dir = Path(partition_dir)
+        self.partition_dir = (
+            partition_dir if isinstance(partition_dir, Path) else Path(partition_dir)
+        )
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._clock = clock
         self._lock = threading.RLock()
@@ -323,13 +325,15 @@ class ProducerStateManager:
 
     # -- snapshots on disk -----------------------------------------------------------
 
-    def snapshot_offsets(self) -> list[int]:
-        """Offsets of the snapshot files present, ascending."""
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files present, ascending (among ``names``, the
+        directory's listing, when the caller has just made one)."""
         offsets = []
-        try:
-            names = os.listdir(self.partition_dir)
-        except FileNotFoundError:
-            return []
+        if names is None:
+            try:
+                names = os.listdir(self.partition_dir)
+            except FileNotFoundError:
+                return []
         for name in names:
             stem = name[: -len(SNAPSHOT_SUFFIX)]
             if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
@@ -356,11 +360,14 @@ class ProducerStateManager:
                 if snapshot_offset < offset:
                     self._delete_snapshot(snapshot_offset)
 
-    def take_snapshot(self, at_offset: int) -> None:
+    def take_snapshot(self, at_offset: int, *, skip_if_empty_at: int | None = None) -> None:
         """Persist the state as of ``at_offset`` (normally the log end offset at a roll).
 
         ``at_offset`` must not be below ``map_end_offset``: the state would then include
-        batches the snapshot's name says it does not. No-op if that snapshot exists.
+        batches the snapshot's name says it does not. No-op if that snapshot exists, and
+        when the state is empty and ``at_offset`` is ``skip_if_empty_at`` (a log's start:
+        loading finds no snapshot and starts empty there anyway; Kafka too writes none
+        for a log that never moved).
         """
         with self._lock:
             if at_offset < self.map_end_offset:
@@ -368,6 +375,8 @@ class ProducerStateManager:
                     f"snapshot at {at_offset} is below the state's end offset {self.map_end_offset}"
                 )
             self.map_end_offset = at_offset
+            if at_offset == skip_if_empty_at and not self._producers:
+                return
             path = self._snapshot_path(at_offset)
             if path.exists():
                 return
@@ -410,26 +419,31 @@ class ProducerStateManager:
         if entry.current_txn_first_offset is not None:
             self._ongoing[entry.current_txn_first_offset] = entry.producer_id
 
-    def _drop_snapshots_outside(self, log_start_offset: int, log_end_offset: int) -> list[int]:
+    def _drop_snapshots_outside(
+        self, log_start_offset: int, log_end_offset: int, names: list[str] | None = None
+    ) -> list[int]:
         """Delete snapshots outside the log's range; the ones kept, ascending. One
         directory listing: opening a log should cost the same however long it is."""
         kept = []
-        for offset in self.snapshot_offsets():
+        for offset in self.snapshot_offsets(names):
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
             else:
                 kept.append(offset)
         return kept
 
-    def load(self, log_start_offset: int, log_end_offset: int) -> None:
+    def load(
+        self, log_start_offset: int, log_end_offset: int, names: list[str] | None = None
+    ) -> None:
         """Load the newest snapshot in ``[log_start_offset, log_end_offset]``.
 
         Snapshots above the log end (written before a crash lost the tail) and below the
         log start (their segments are gone) are deleted. Afterwards the Log replays its
-        batches from ``map_end_offset`` to ``log_end_offset``.
+        batches from ``map_end_offset`` to ``log_end_offset``. ``names``: the directory's
+        listing if the caller has one (opening a log lists its directory once).
         """
         with self._lock:
-            offsets = self._drop_snapshots_outside(log_start_offset, log_end_offset)
+            offsets = self._drop_snapshots_outside(log_start_offset, log_end_offset, names)
             self._clear()
             self._load_latest_snapshot(log_start_offset, offsets)
 

@@ -114,6 +114,7 @@ class LogSegment:
         now_ms: int,
         file_suffix: str = "",
         create: bool = False,
+        keep_open: bool = True,
     ) -> None:
         # Opening a log constructs one LogSegment per segment file, so this must not
         # touch the disk or even build paths: everything is derived on first use.
@@ -130,6 +131,11 @@ class LogSegment:
             self._file = SharedFile(
                 self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
             )
+            if not keep_open:
+                # Many partitions created at once stay idle: the first append or read
+                # opens the file again, so an idle partition holds no descriptor.
+                self._file.close_now()
+                self._file = None
             self._size: int | None = 0
         else:
             self._size = None
@@ -177,12 +183,14 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
-        file_suffix: str = "",
+        file_suffix: str = "", keep_open: bool = True,
     ) -> LogSegment:  # fmt: skip
-        """A new, empty segment (its ``.log`` must not exist yet)."""
+        """A new, empty segment (its ``.log`` must not exist yet). ``keep_open=False``
+        closes the new file at once (opened again on first use)."""
         return cls(
-            directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix, create=True
-        )
+            directory, base_offset, config, now_ms=now_ms, file_suffix=file_suffix, create=True,
+            keep_open=keep_open,
+        )  # fmt: skip
 
     @classmethod
     def open(
@@ -678,6 +686,26 @@ class LogSegment:
         for index in (self._offset_index, self._time_index, self._txn_index):
             if index is not None:
                 index.flush()
+
+    @property
+    def holds_handles(self) -> bool:
+        """Whether any descriptor of the segment is open (log or index write handles)."""
+        return self._file is not None or any(
+            index is not None and index.holds_handle
+            for index in (self._offset_index, self._time_index)
+        )
+
+    def release_handles(self) -> int:
+        """Close the descriptors nothing unsynced depends on; the next use reopens them.
+        Regions handed out keep their own reference. Returns how many were closed."""
+        released = 0
+        if self._file is not None and not self._log_dirty:
+            self._file = None
+            released += 1
+        for index in (self._offset_index, self._time_index):
+            if index is not None and index.release_handle():
+                released += 1
+        return released
 
     def change_file_suffix(self, new_suffix: str) -> None:
         """Rename every file of the segment to carry ``new_suffix`` (open handles stay valid)."""

@@ -33,6 +33,7 @@ class MemoryZk:
         self.states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
         self.epoch_version = epoch_version
         self.writes = 0
+        self.batches = 0  # create_partition_states calls
 
     def _fence(self, version: int | None) -> None:
         if version != self.epoch_version:
@@ -45,6 +46,18 @@ class MemoryZk:
         self.states[(topic, p)] = (state, 0)
         self.writes += 1
         return 0
+
+    def create_partition_states(self, states: list[Any], fence: int) -> list[Any]:
+        self._fence(fence)
+        self.batches += 1
+        outcomes: list[Any] = []
+        for topic, p, state in states:
+            try:
+                self.create_partition_state(topic, p, state, fence)
+                outcomes.append(None)
+            except NodeExists as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def get_partition_state(self, topic: str, p: int) -> Any:
         return self.states.get((topic, p))
@@ -91,6 +104,25 @@ def test_new_partition_goes_online_with_the_first_live_replica() -> None:
     lair = {r.broker for r in requests if r.api_key == ib.LEADER_AND_ISR}
     um = {r.broker for r in requests if r.api_key == ib.UPDATE_METADATA}
     assert lair == {2, 3} and um == {2, 3}  # broker 1 is not live
+
+
+def test_a_new_topics_partitions_go_online_in_one_batch_of_znode_writes() -> None:
+    ctx, zk = context({1, 2, 3}), MemoryZk()
+    ctx.add_topic("many", "AAAAAAAAAAAAAAAAAAAAAg", {i: (i % 3 + 1, (i + 1) % 3 + 1)
+                                                     for i in range(50)})  # fmt: skip
+    tps = [("many", i) for i in range(50)]
+    # One was written before (a previous controller died half-way): elected from it.
+    zk.states[("many", 7)] = (PartitionState(2, 3, (2,), 4), 2)
+    psm, _rsm, batch = machines(ctx, zk)
+    psm.handle_state_changes(tps, P.NEW)
+    psm.handle_state_changes(tps, P.ONLINE)
+    assert zk.batches == 1
+    assert all(ctx.partition_state(tp) is P.ONLINE for tp in tps)
+    assert zk.states[("many", 4)] == (PartitionState(2, 0, (2, 3), 5), 0)
+    assert ctx.leadership[("many", 7)].leader == 2  # kept the leader it found
+    assert ctx.leadership[("many", 7)].zk_version == 2
+    lair = [r for r in batch.requests(ctx) if r.api_key == ib.LEADER_AND_ISR]
+    assert {r.broker for r in lair} == {1, 2, 3}
 
 
 def test_invalid_transition_is_refused() -> None:

@@ -365,3 +365,22 @@ def test_stale_session_loss_does_not_unseat_a_controller_elected_since(connect_c
         assert elector.is_controller and not resigned.is_set()
     finally:
         elector.stop()
+
+
+def test_many_partition_states_are_created_in_a_pipelined_batch(connect_client) -> None:
+    controller = connect_client()
+    epoch = controller.register_controller(1)
+    controller.create_topic("many", TopicAssignment({i: (1,) for i in range(1200)}))
+    state = PartitionState(1, 0, (1,), epoch.epoch)
+    controller.create_partition_state("many", 5, state, epoch.zk_version)  # written before
+    states = [("many", i, state) for i in range(1200)]
+    outcomes = controller.create_partition_states(states, epoch.zk_version)
+    assert [i for i, o in enumerate(outcomes) if o is not None] == [5]
+    assert isinstance(outcomes[5], NodeExists)
+    assert controller.get_partition_state("many", 1199) == (state, 0)
+    assert controller.get_partition_state("many", 0) == (state, 0)
+    # A deposed controller's batch is fenced.
+    controller.resign_controller(epoch.zk_version)
+    connect_client().register_controller(2)
+    with pytest.raises(ControllerMoved):
+        controller.create_partition_states([("many", 1200, state)], epoch.zk_version)

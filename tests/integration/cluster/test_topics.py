@@ -19,6 +19,7 @@ from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.protocol import interbroker
 from odradek.protocol.build import build_request
+from odradek.protocol.codec import decode_response
 from tests.broker.test_interbroker_handlers import build, partition_state
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.raw import RawClient
@@ -154,9 +155,17 @@ def _handlers(zk: ZkClient, cache: MetadataCache) -> ClusterTopicHandlers:
 
 def _ctx(api_key: int, version: int) -> Any:
     return types.SimpleNamespace(
-        header=types.SimpleNamespace(api_key=api_key, api_version=version),
+        header=types.SimpleNamespace(api_key=api_key, api_version=version, correlation_id=7),
         listener_name="PLAINTEXT",
     )
+
+
+def _decoded(answer: Any, version: int = 9) -> Any:
+    """A Metadata answer (kept encoded: a ChunkedResponse) as the response entity."""
+    frame = b"".join(answer.chunks)
+    correlation, response = decode_response(3, version, frame[4:])
+    assert correlation == 7 and len(frame) - 4 == int.from_bytes(frame[:4], "big")
+    return response
 
 
 def _update(cache: MetadataCache, states: list[dict[str, Any]]) -> None:
@@ -220,7 +229,7 @@ def test_create_topics_waits_for_leaders_in_the_cache(zk: ZkClient) -> None:
                 },
             ),
         )
-        return response, metadata
+        return response, _decoded(metadata)
 
     response, metadata = asyncio.run(scenario())
     assert response.topics[0].error_code == ErrorCode.none
@@ -251,7 +260,7 @@ def test_metadata_reports_leader_not_available(zk: ZkClient) -> None:
             ),
         )
 
-    [topic] = asyncio.run(scenario()).topics
+    [topic] = _decoded(asyncio.run(scenario())).topics
     # Partition 1's leader (broker 2) is not among the live brokers: not available either.
     assert [(p.leader_id, p.error_code) for p in topic.partitions] == [
         (-1, ErrorCode.leader_not_available),
@@ -282,10 +291,36 @@ def test_metadata_topic_entries_are_reused_until_the_cache_changes(zk: ZkClient)
         return [first, second, third]
 
     first, second, third = asyncio.run(scenario())
-    assert first.topics[0] is second.topics[0]  # built once
-    assert first.topics[1].error_code == ErrorCode.unknown_topic_or_partition
-    assert third.topics[0] is not first.topics[0]
-    assert third.topics[0].partitions[0].leader_epoch == 1  # the change shows
+    assert first.chunks[1] is second.chunks[1]  # encoded once, then kept
+    assert _decoded(first).topics[1].error_code == ErrorCode.unknown_topic_or_partition
+    assert third.chunks[1] != first.chunks[1]
+    assert _decoded(third).topics[0].partitions[0].leader_epoch == 1  # the change shows
+
+
+def test_kept_metadata_answers_follow_isr_changes_and_deletions(zk: ZkClient) -> None:
+    every_topic = build_request(3, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False})  # fmt: skip
+
+    async def scenario() -> list[Any]:
+        cache = MetadataCache(1)
+        handlers = _handlers(zk, cache)
+        answers = []
+        _update(cache, [partition_state(0, 1, 0, [1])])
+        answers.append(await handlers.handle_metadata(_ctx(3, 9), every_topic))
+        answers.append(await handlers.handle_metadata(_ctx(3, 9), every_topic))
+        state = partition_state(0, 1, 0, [1])
+        state["isr"] = []  # an ISR change alone, same leader and epoch
+        _update(cache, [state])
+        answers.append(await handlers.handle_metadata(_ctx(3, 9), every_topic))
+        _update(cache, [partition_state(0, -2, 0, [1])])  # the controller deletes the topic
+        answers.append(await handlers.handle_metadata(_ctx(3, 9), every_topic))
+        return [_decoded(a) for a in answers]
+
+    kept, again, isr_changed, deleted = asyncio.run(scenario())
+    assert [t.name for t in kept.topics] == [t.name for t in again.topics] == ["t"]
+    assert list(kept.topics[0].partitions[0].isr_nodes) == [1]
+    assert list(isr_changed.topics[0].partitions[0].isr_nodes) == []
+    assert [t.name for t in deleted.topics] == []
 
 
 def test_create_partitions_extends_the_assignment_in_zookeeper(

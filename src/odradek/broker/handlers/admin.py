@@ -66,7 +66,7 @@ async def handle_create_topics(server: KafkaServer, ctx: RequestContext, request
                 num_partitions = len(assignments)
                 replication_factor = len(assignments[0].broker_ids)
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
-            server.topics.create_topic(
+            await server.topics.create_topic_async(
                 topic.name,
                 num_partitions,
                 replication_factor,
@@ -108,7 +108,7 @@ async def handle_delete_topics(server: KafkaServer, ctx: RequestContext, request
                     "INVALID_TOPIC_EXCEPTION", f"internal topic {name} cannot be deleted"
                 )
             topic = server.metadata.topic(name)
-            server.topics.delete_topic(name)
+            await server.topics.delete_topic_async(name)
             if topic is not None:
                 entry["topic_id"] = topic.topic_id
         except MetadataError as exc:
@@ -127,7 +127,9 @@ async def handle_create_partitions(server: KafkaServer, ctx: RequestContext, req
         try:
             if topic.assignments:
                 _check_assignments(server, topic.assignments)
-            server.topics.add_partitions(topic.name, int(topic.count), validate_only=validate_only)
+            await server.topics.add_partitions_async(
+                topic.name, int(topic.count), validate_only=validate_only
+            )
         except MetadataError as exc:
             entry.update(_failure(exc))
         results.append(entry)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.metadata_answers import EncodedAnswers, encode_body, framed
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import NO_LEADER
 from odradek.cluster.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
@@ -66,6 +67,8 @@ class ClusterTopicHandlers:
     # topics skips rebuilding them (clients ask often, the controller changes little).
     _built: dict[tuple[int, str], Any] = field(default_factory=dict)
     _built_generation: int = -1
+    # Whole encoded answers, per (version, topics asked), of the cache's generation.
+    answers: EncodedAnswers = field(default_factory=EncodedAnswers)
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Any]]:
         return {
@@ -104,26 +107,42 @@ class ClusterTopicHandlers:
             and getattr(request, "allow_auto_topic_creation", True)
             and self.config("auto.create.topics.enable")
         )
+        # Kept encoded only when nothing is to be created and no authorizer filters the
+        # answer per principal (security.enforcement amends response entities, not bytes).
+        cacheable = ctx.authz is None and not (
+            auto_create and any(not self.cache.contains(n) for n in names)
+        )
+        if cacheable:
+            # The answer follows from the cache's generation and the listener asked (each
+            # listener advertises its own endpoints).
+            generation = self.cache.generation
+            key = (version, ctx.listener_name, None if requested is None else tuple(names))
+            body = self.answers.get(generation, key)
+            if body is not None:
+                return framed(ctx, body)
         topics = []
         for name in names:
             if not self.cache.contains(name) and auto_create:
                 topics.append(await self._auto_create(name))
                 continue
             topics.append(self._built_topic(version, name))
-        return respond(
-            ctx,
-            {
-                "throttle_time": 0,
-                "brokers": [
-                    {"node_id": node, "host": host, "port": port, "rack": rack}
-                    for node, host, port, rack in self._brokers_on(ctx.listener_name)
-                ],
-                "cluster_id": self.cluster_id,
-                "controller_id": self.cache.controller_id,
-                "topics": topics,
-                "cluster_authorized_operations": NOT_REQUESTED,
-            },
-        )
+        values = {
+            "throttle_time": 0,
+            "brokers": [
+                {"node_id": node, "host": host, "port": port, "rack": rack}
+                for node, host, port, rack in self._brokers_on(ctx.listener_name)
+            ],
+            "cluster_id": self.cluster_id,
+            "controller_id": self.cache.controller_id,
+            "topics": topics,
+            "cluster_authorized_operations": NOT_REQUESTED,
+        }
+        if not cacheable:
+            return respond(ctx, values)
+        items = sum(len(getattr(t, "partitions", ())) for t in topics)
+        body = await encode_body(ctx, values, items)
+        self.answers.put(generation, key, body)
+        return framed(ctx, body)
 
     def _built_topic(self, version: int, name: str) -> Any:
         if self._built_generation != self.cache.generation:

@@ -17,6 +17,7 @@ the response of the same version, so they are tested by calling them directly.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import typing
@@ -125,8 +126,15 @@ class InterBrokerHandlers:
         errors = []
         elected: list[LeadershipChange] = []
         resigned: list[LeadershipChange] = []
+        # A new topic's LeaderAndIsr names all its partitions here: read each topic's
+        # config once, and create the absent logs in one batch on a thread (one fsync of
+        # the data directory), instead of a ZooKeeper read and a log each on the loop.
+        configs = await self._topic_configs({topic for topic, _, _ in states})
+        await self._create_absent_logs(states, configs)
         for topic, topic_id, state in states:
-            code = await self._become_leader_or_follower(topic, topic_id, state, controller_epoch)
+            code = await self._become_leader_or_follower(
+                topic, topic_id, state, controller_epoch, configs[topic]
+            )
             errors.append((topic, topic_id, int(state.partition_index), code))
             if code == ErrorCode.none:
                 change = (topic, int(state.partition_index), int(state.leader_epoch))
@@ -145,8 +153,48 @@ class InterBrokerHandlers:
             except Exception:  # one listener's bug must not fail the controller's request
                 log.exception("leadership listener failed")
 
+    async def _topic_configs(self, topics: set[str]) -> dict[str, LogConfig | None]:
+        """Each topic's log config; None where it could not be read."""
+        configs: dict[str, LogConfig | None] = {}
+        for topic in sorted(topics):
+            try:
+                configs[topic] = await self.log_config(topic)
+            except Exception as exc:  # ZooKeeper unreachable, a bad stored config
+                log.error("no log config for %s: %s", topic, exc)
+                configs[topic] = None
+        return configs
+
+    async def _create_absent_logs(
+        self, states: list[tuple[str, uuid.UUID | None, Any]], configs: dict[str, LogConfig | None]
+    ) -> None:
+        """Create, in one batch, the logs of partitions this request makes us host."""
+        specs = []
+        for topic, topic_id, state in states:
+            index = int(state.partition_index)
+            config = configs[topic]
+            held = self.states.get(topic, index)
+            if (
+                config is None
+                or self.broker_id not in [int(r) for r in state.replicas]
+                or int(state.leader_epoch) <= (held.leader_epoch if held is not None else -1)
+                or self.replica_manager.partition(topic, index) is not None
+            ):
+                continue  # refused below, or hosted already
+            specs.append((topic, index, config, topic_id))
+        if not specs:
+            return
+        try:
+            await asyncio.to_thread(self.replica_manager.log_manager.create_logs, specs)
+        except OSError as exc:  # each partition then fails on its own below
+            log.error("cannot create %d logs: %s", len(specs), exc)
+
     async def _become_leader_or_follower(
-        self, topic: str, topic_id: uuid.UUID | None, state: Any, controller_epoch: int
+        self,
+        topic: str,
+        topic_id: uuid.UUID | None,
+        state: Any,
+        controller_epoch: int,
+        config: LogConfig | None,
     ) -> ErrorCode:
         index = int(state.partition_index)
         requested = int(state.leader_epoch)
@@ -166,10 +214,7 @@ class InterBrokerHandlers:
             return ErrorCode.unknown_topic_or_partition
         leader = int(state.leader)
         isr = [int(r) for r in state.isr]
-        try:
-            config = await self.log_config(topic)
-        except Exception as exc:  # ZooKeeper unreachable, a bad stored config
-            log.error("no log config for %s: %s", topic, exc)
+        if config is None:
             return ErrorCode.kafka_storage_error
         try:
             if leader == self.broker_id:
@@ -186,7 +231,14 @@ class InterBrokerHandlers:
                 )
                 # The new epoch starts at the log end (Kafka's makeLeader), so followers
                 # truncating by leader epoch find where this leader's writes begin.
-                partition.log.leader_epoch_cache.assign(requested, partition.log.log_end_offset)
+                # An empty log's entry needs no fsync: lost in a crash, the empty log
+                # has nothing an epoch could be asked about, and its first append
+                # records the epoch again (Kafka too writes it without fsync).
+                log_ = partition.log
+                log_.leader_epoch_cache.assign(
+                    requested, log_.log_end_offset,
+                    sync=log_.log_end_offset > log_.log_start_offset,
+                )  # fmt: skip
                 role = Role.LEADER
             else:
                 self.replica_manager.become_follower(

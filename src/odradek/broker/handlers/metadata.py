@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import Ticker, error_code, respond, respond_many
+from odradek.broker.metadata_answers import encode_body, framed
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -86,40 +87,67 @@ async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any
     requested = getattr(request, "topics", None)
     api_version = ctx.header.api_version
     # v0: an empty list means every topic; v1+: null means every topic.
-    if requested is None or (api_version == 0 and not requested):
-        names = sorted(server.metadata.topics())
-    else:
-        names = [t.name for t in requested if getattr(t, "name", None)]
+    every_topic = requested is None or (api_version == 0 and not requested)
+    names = [] if every_topic else [t.name for t in requested if getattr(t, "name", None)]
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
+    auto_create = (
+        allow_auto_create and server.config.get("auto.create.topics.enable") and not every_topic
+    )
+    store = server.metadata
+    # An authorizer filters the answer per principal (security.enforcement amends response
+    # entities, not bytes): then it is built for every request, never kept encoded.
+    if ctx.authz is None and not (auto_create and any(store.topic(n) is None for n in names)):
+        # Nothing to create: the answer follows from the metadata alone (and the
+        # endpoints of the listener asked), so the encoded one is kept until it changes.
+        generation = store.generation
+        endpoints = _endpoints(server, ctx)
+        key = (api_version, tuple(endpoints), None if every_topic else tuple(names))
+        body = server.metadata_answers.get(generation, key)
+        if body is None:
+            values, items = await _answer(server, ctx, sorted(store.topics()) if every_topic
+                                          else names)  # fmt: skip
+            body = await encode_body(ctx, values, items)
+            server.metadata_answers.put(generation, key, body)
+        return framed(ctx, body)
     topics = []
     ticker = Ticker()
-    for name in names:
+    for name in sorted(store.topics()) if every_topic else names:
         await ticker.tick()
-        if (
-            server.metadata.topic(name) is None
-            and allow_auto_create
-            and server.config.get("auto.create.topics.enable")
-            and requested is not None
-        ):
+        if store.topic(name) is None:
             try:
                 server.topics.create_topic(name)
             except MetadataError as exc:
                 topics.append({"name": name, "error_code": error_code(exc.error_name)})
                 continue
         topics.append(_topic_entry(server, name))
-    items = ticker.count + sum(len(t.get("partitions", ())) for t in topics)
-    return respond_many(
-        ctx,
-        {
-            "throttle_time": 0,
-            "brokers": _broker_list(server, ctx),
-            "cluster_id": server.metadata.cluster_id,
-            "controller_id": server.metadata.controller_id(),
-            "topics": topics,
-            "cluster_authorized_operations": -(2**31),
-        },
-        items,
-    )
+    values, items = _values(server, ctx, topics, ticker.count)
+    return respond_many(ctx, values, items)
+
+
+async def _answer(
+    server: KafkaServer, ctx: RequestContext, names: list[str]
+) -> tuple[dict[str, Any], int]:
+    topics = []
+    ticker = Ticker()
+    for name in names:
+        await ticker.tick()
+        topics.append(_topic_entry(server, name))
+    return _values(server, ctx, topics, ticker.count)
+
+
+def _values(
+    server: KafkaServer, ctx: RequestContext, topics: list[dict[str, Any]], count: int
+) -> tuple[dict[str, Any], int]:
+    """The response values and their number of array elements."""
+    items = count + sum(len(t.get("partitions", ())) for t in topics)
+    return {
+        "throttle_time": 0,
+        "brokers": _broker_list(server, ctx),
+        "cluster_id": server.metadata.cluster_id,
+        "controller_id": server.metadata.controller_id(),
+        "topics": topics,
+        "cluster_authorized_operations": -(2**31),
+    }, items
 
 
 async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:

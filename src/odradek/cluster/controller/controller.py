@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -518,11 +519,16 @@ class Controller:
     def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
         if not partitions:
             return
+        started = time.monotonic()
         replicas = [(tp, b) for tp in partitions for b in self.ctx.assignment[tp]]
         self.partitions.handle_state_changes(partitions, PartitionStateName.NEW)
         self.replicas.handle_state_changes(replicas, ReplicaState.NEW)
         self.partitions.handle_state_changes(partitions, ONLINE, Strategy.OFFLINE)
         self.replicas.handle_state_changes(replicas, ReplicaState.ONLINE)
+        log.info(
+            "controller %d: %d new partitions online in %.3f s",
+            self.broker_id, len(partitions), time.monotonic() - started,
+        )  # fmt: skip
 
     def _on_isr_change(self) -> None:
         notifications = self.zk.get_isr_change_notifications()

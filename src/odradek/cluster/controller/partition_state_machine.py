@@ -113,6 +113,14 @@ class PartitionStateMachine:
         """Move each partition to ``target``; returns, for online transitions, the new
         leadership of each partition (None where no leader could be chosen)."""
         results: dict[TopicPartition, LeaderIsr | None] = {}
+        partitions = list(partitions)
+        initialized: dict[TopicPartition, LeaderIsr | None] = {}
+        if target is ONLINE:
+            # New partitions' first leaders are written to ZooKeeper in one pipelined
+            # batch (a new topic of 1,000 partitions: a few round trips, not 2,000).
+            initialized = self._initialize_all(
+                [tp for tp in partitions if self.ctx.partition_state(tp) is NEW]
+            )
         for tp in partitions:
             current = self.ctx.partition_state(tp)
             if current not in VALID_PREVIOUS[target]:
@@ -128,7 +136,7 @@ class PartitionStateMachine:
                 self.ctx.partition_states[tp] = NEW
             elif target is ONLINE:
                 if current is NEW:
-                    results[tp] = self._initialize(tp)
+                    results[tp] = initialized[tp] if tp in initialized else self._initialize(tp)
                 else:
                     results[tp] = self._elect(tp, strategy)
                 if results[tp] is not None:
@@ -140,6 +148,36 @@ class PartitionStateMachine:
         return results
 
     # --- a new partition's first leader -------------------------------------------
+
+    def _initialize_all(
+        self, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsr | None]:
+        """``_initialize`` for many new partitions, their znodes created in one batch."""
+        done: dict[TopicPartition, LeaderIsr | None] = {}
+        planned: list[tuple[TopicPartition, LeaderIsr]] = []
+        for tp in partitions:
+            live = tuple(r for r in self.ctx.assignment.get(tp, ()) if self.ctx.is_live(r))
+            if not live:
+                continue  # _initialize reports it
+            planned.append((tp, LeaderIsr(live[0], 0, live, self.ctx.epoch, 0)))
+        if len(planned) < 2:
+            return done
+        outcomes = self.zk.create_partition_states(
+            [(tp[0], tp[1], state.znode()) for tp, state in planned], self.ctx.epoch_zk_version
+        )
+        for (tp, state), outcome in zip(planned, outcomes, strict=True):
+            if outcome is not None:  # NodeExists: elect from what is there, one by one
+                found = self.zk.get_partition_state(*tp)
+                if found is None:
+                    done[tp] = None
+                    continue
+                self.ctx.leadership[tp] = LeaderIsr.of(*found)
+                done[tp] = self._elect(tp, Strategy.OFFLINE)
+                continue
+            self.ctx.leadership[tp] = state
+            self.batch.add_leader_and_isr(list(state.isr), tp, state, is_new=True)
+            done[tp] = state
+        return done
 
     def _initialize(self, tp: TopicPartition) -> LeaderIsr | None:
         replicas = self.ctx.assignment.get(tp, ())

@@ -1,0 +1,186 @@
+"""Many partitions on the embedded broker: create, Metadata, restart, memory.
+
+Run from the repository root: ``.venv/bin/python bench/bench_partitions.py`` (about a
+minute; ``--partitions`` for the size of the restart and Metadata figures). One broker
+subprocess in a temporary directory; every figure is printed with a baseline measured in
+the same run (this machine is shared and noisy: the ratios mean more than the numbers):
+
+1. **Create 1,000 partitions** (``--create``): CreateTopics answered, against the raw
+   file-system work of the same layout (a directory, an empty ``.log`` and a
+   ``partition.metadata`` per partition, and one fsync of the parent) done by this
+   process in a scratch directory next to the broker's; alternately, until the broker
+   has ``--partitions``, medians compared.
+2. **Metadata for every topic** with ``--partitions`` partitions (topics of 1,000), v9,
+   median of 20 on one connection once the answer is kept, and the first answer after a
+   change; against a Metadata request naming no topic (what any request costs).
+3. **Clean restart** with those partitions: SIGTERM to the first Metadata answer listing
+   all of them from a new process, against the same for a broker with an empty data
+   directory (the process start itself); the stop is timed too.
+4. **RSS per idle partition**: the restarted broker's RSS minus the empty broker's,
+   divided by the partitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from odradek.protocol.build import build_request
+from odradek.protocol.codec import decode_response, encode_request
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.helpers.broker import BrokerProcess  # noqa: E402
+from tests.helpers.raw import METADATA, RawClient  # noqa: E402
+
+CREATE_TOPICS = 19
+
+
+def create(client: RawClient, name: str, partitions: int) -> float:
+    start = time.perf_counter()
+    response = client.call(
+        CREATE_TOPICS,
+        5,
+        {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+         "timeout": 600_000},
+    )  # fmt: skip
+    took = time.perf_counter() - start
+    error = response.topics[0].error_code  # type: ignore[attr-defined]
+    if error != 0:
+        raise SystemExit(f"creating {name} failed: error {error}")
+    return took
+
+
+def raw_layout(directory: Path, partitions: int) -> float:
+    """The file-system floor of creating the partitions' files."""
+    directory.mkdir()
+    start = time.perf_counter()
+    for i in range(partitions):
+        path = f"{directory}/t-{i}"
+        os.mkdir(path)
+        os.close(os.open(f"{path}/00000000000000000000.log", os.O_CREAT | os.O_WRONLY, 0o644))
+        fd = os.open(f"{path}/partition.metadata", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+        os.close(fd)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)
+    os.close(fd)
+    return time.perf_counter() - start
+
+
+def metadata_request(client: RawClient, topics: list[str] | None) -> bytes:
+    client.correlation += 1
+    request = build_request(
+        METADATA, 9, {"topics": None if topics is None else [{"name": t} for t in topics],
+                      "allow_auto_topic_creation": False},
+    )  # fmt: skip
+    return encode_request(9, client.correlation, "bench", request)
+
+
+def metadata_bytes(client: RawClient, topics: list[str] | None) -> tuple[float, bytes]:
+    """Seconds from sending the request to the last byte of the answer (not decoded:
+    decoding 10,000 partitions in Python costs the client far more than the broker)."""
+    frame = metadata_request(client, topics)
+    start = time.perf_counter()
+    client.sock.sendall(frame)
+    size = struct.unpack(">i", client._read(4))[0]
+    payload = client._read(size)
+    return time.perf_counter() - start, payload
+
+
+def metadata_once(client: RawClient, topics: list[str] | None) -> tuple[float, int]:
+    took, payload = metadata_bytes(client, topics)
+    _, response = decode_response(METADATA, 9, payload)
+    return took, sum(len(t.partitions) for t in response.topics)  # type: ignore[attr-defined]
+
+
+def metadata_median(client: RawClient, topics: list[str] | None, requests: int) -> float:
+    return statistics.median(metadata_bytes(client, topics)[0] for _ in range(requests))
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def start_until_listed(broker: BrokerProcess, expected: int, timeout_s: float) -> float:
+    """Start the broker; seconds until a Metadata answer lists ``expected`` partitions."""
+    start = time.perf_counter()
+    broker.start()
+    client = RawClient(broker.port)
+    client.sock.settimeout(timeout_s)
+    while True:
+        _, listed = metadata_once(client, None)
+        if listed >= expected:
+            return time.perf_counter() - start
+        if time.perf_counter() - start > timeout_s:
+            raise SystemExit(f"only {listed} of {expected} partitions listed after restart")
+        time.sleep(0.01)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--create", type=int, default=1000, help="partitions of the timed create")
+    parser.add_argument("--partitions", type=int, default=10_000,
+                        help="partitions for the Metadata, restart and RSS figures")  # fmt: skip
+    parser.add_argument("--requests", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as tmp:
+        root = Path(tmp)
+        # The empty broker: process start and RSS baseline.
+        empty = BrokerProcess(root / "empty")
+        empty_start = start_until_listed(empty, 0, 60)
+        time.sleep(1)
+        empty_rss = rss_kib(empty.proc.pid)  # type: ignore[union-attr]
+        empty.stop()
+
+        broker = BrokerProcess(root / "data").start()
+        client = RawClient(broker.port)
+        client.sock.settimeout(600)
+        metadata_once(client, [])
+        # Topics of --create partitions until --partitions, each followed by the raw
+        # layout of as many: the disk's speed swings by 10x from minute to minute here,
+        # so the two alternate and the medians are compared.
+        created, raw = [], []
+        index = 0
+        while index * args.create < args.partitions:
+            created.append(create(client, f"bench-{index}", args.create))
+            raw.append(raw_layout(root / f"raw-{index}", args.create))
+            index += 1
+        ours, floor = statistics.median(created), statistics.median(raw)
+        print(f"create {args.create:,} partitions, median of {index}: {ours:.3f} s (best "
+              f"{min(created):.3f} s); raw file-system work of the same files "
+              f"{floor:.3f} s (best {min(raw):.3f} s); ratio {ours / floor:.2f}")  # fmt: skip
+        first, listed = metadata_once(client, None)
+        kept = metadata_median(client, None, args.requests)
+        empty_request = metadata_median(client, [], args.requests)
+        print(f"Metadata v9 for all {listed:,} partitions: first answer {first * 1000:.1f} ms, "
+              f"kept answer median {kept * 1000:.2f} ms; naming no topic "
+              f"{empty_request * 1000:.2f} ms; ratio {kept / empty_request:.2f}")  # fmt: skip
+
+        start = time.perf_counter()
+        broker.stop(timeout=600)
+        stop = time.perf_counter() - start
+        restart = start_until_listed(broker, listed, 600)
+        time.sleep(1)
+        rss = rss_kib(broker.proc.pid)  # type: ignore[union-attr]
+        broker.stop(timeout=600)
+        print(f"clean restart with {listed:,} partitions: {restart:.2f} s to the first full "
+              f"Metadata answer; empty broker {empty_start:.2f} s; ratio "
+              f"{restart / empty_start:.2f} (the stop before it took {stop:.2f} s)")  # fmt: skip
+        per = (rss - empty_rss) * 1024 / listed
+        print(f"RSS: {rss / 1024:.1f} MiB with {listed:,} idle partitions, empty broker "
+              f"{empty_rss / 1024:.1f} MiB: {per / 1024:.2f} KiB per partition")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
