@@ -270,3 +270,44 @@ def test_aiokafka_consumes_many_partitions(broker) -> None:
 
     assert asyncio.run(consume()) == PARTITIONS * 4
     assert scrape(metrics_port).value(REQUESTS, context="error") == errors
+
+
+def test_kafka_python_recovers_from_a_session_lost_in_a_restart(tmp_path: Path) -> None:
+    """The broker forgets its sessions when it restarts: kafka-python's next incremental
+    fetch gets FETCH_SESSION_ID_NOT_FOUND, and it starts a new session and goes on."""
+    metrics_port = free_port()
+    proc = BrokerProcess(tmp_path / "data", overrides={"metrics.port": str(metrics_port)})
+    proc.start()
+    consumer = None
+    try:
+        topic = _topic(proc.bootstrap, 4)
+        _produce(proc.bootstrap, topic, {p: 2 for p in range(4)})
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=proc.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+            request_timeout_ms=10_000,
+            reconnect_backoff_ms=50,
+        )
+        consumer.assign([kafka.TopicPartition(topic, p) for p in range(4)])
+
+        def poll() -> int:
+            return sum(len(v) for v in consumer.poll(timeout_ms=300).values())
+
+        assert _wait_consumed(poll, 8) == 8
+        for _ in range(3):
+            poll()
+        assert scrape(metrics_port).value(REQUESTS, context="incremental") > 0
+        proc.stop()
+        proc.start()
+        _produce(proc.bootstrap, topic, {1: 3})
+        assert _wait_consumed(poll, 3) == 3
+        after = scrape(metrics_port)
+        assert after.value(REQUESTS, context="error") >= 1  # its old session id was refused
+        assert after.value(REQUESTS, context="full") >= 1  # ...and it opened a new one
+    finally:
+        if consumer is not None:
+            consumer.close()
+        proc.stop()
