@@ -157,6 +157,8 @@ def test_full_request_closes_named_session_and_final_epoch_is_sessionless() -> N
     assert isinstance(final, SessionlessContext)
     assert final.finish([])[1] == INVALID_SESSION_ID
     assert len(manager.cache) == 0
+    # What the metrics count: three requests with epoch 0, one with epoch -1.
+    assert (manager.cache.full_fetches, manager.cache.sessionless_fetches) == (2, 1)
 
 
 def test_full_cache_refuses_new_sessions_while_all_are_young() -> None:

@@ -213,11 +213,19 @@ def test_kafka_python_consumes_many_partitions_through_a_session(broker) -> None
     assert after.value(REQUESTS, context="error") == before.value(REQUESTS, context="error")
 
 
+def _assert_only_sessionless(before, after) -> None:
+    for context in ("full", "incremental", "error"):
+        assert after.value(REQUESTS, context=context) == before.value(REQUESTS, context=context)
+    assert after.value(REQUESTS, context="sessionless") > before.value(
+        REQUESTS, context="sessionless"
+    )
+
+
 def test_confluent_kafka_consumes_many_partitions(broker) -> None:
     proc, metrics_port = broker
     topic = _topic(proc.bootstrap, PARTITIONS)
     _produce(proc.bootstrap, topic, {p: 5 for p in range(PARTITIONS)})
-    errors = scrape(metrics_port).value(REQUESTS, context="error")
+    before = scrape(metrics_port)
     consumer = Consumer(
         {
             "bootstrap.servers": proc.bootstrap,
@@ -237,7 +245,8 @@ def test_confluent_kafka_consumes_many_partitions(broker) -> None:
         assert _wait_consumed(poll, 2) == 2
     finally:
         consumer.close()
-    assert scrape(metrics_port).value(REQUESTS, context="error") == errors
+    # librdkafka 2.16 does not use fetch sessions: every fetch has epoch -1.
+    _assert_only_sessionless(before, scrape(metrics_port))
 
 
 def test_aiokafka_consumes_many_partitions(broker) -> None:
@@ -249,7 +258,7 @@ def test_aiokafka_consumes_many_partitions(broker) -> None:
     proc, metrics_port = broker
     topic = _topic(proc.bootstrap, PARTITIONS)
     _produce(proc.bootstrap, topic, {p: 4 for p in range(PARTITIONS)})
-    errors = scrape(metrics_port).value(REQUESTS, context="error")
+    before = scrape(metrics_port)
 
     async def consume() -> int:
         consumer = AIOKafkaConsumer(
@@ -269,12 +278,15 @@ def test_aiokafka_consumes_many_partitions(broker) -> None:
             await consumer.stop()
 
     assert asyncio.run(consume()) == PARTITIONS * 4
-    assert scrape(metrics_port).value(REQUESTS, context="error") == errors
+    # aiokafka 0.14 does not use fetch sessions either.
+    _assert_only_sessionless(before, scrape(metrics_port))
 
 
-def test_kafka_python_recovers_from_a_session_lost_in_a_restart(tmp_path: Path) -> None:
-    """The broker forgets its sessions when it restarts: kafka-python's next incremental
-    fetch gets FETCH_SESSION_ID_NOT_FOUND, and it starts a new session and goes on."""
+def test_kafka_python_opens_a_new_session_after_a_broker_restart(tmp_path: Path) -> None:
+    """The broker forgets its sessions when it restarts. kafka-python either sends its next
+    incremental fetch and gets FETCH_SESSION_ID_NOT_FOUND, or (when a fetch was in flight
+    as the connection dropped) resets the session itself; either way it opens a new
+    session with a full fetch and goes on incrementally."""
     metrics_port = free_port()
     proc = BrokerProcess(tmp_path / "data", overrides={"metrics.port": str(metrics_port)})
     proc.start()
@@ -304,9 +316,13 @@ def test_kafka_python_recovers_from_a_session_lost_in_a_restart(tmp_path: Path) 
         proc.start()
         _produce(proc.bootstrap, topic, {1: 3})
         assert _wait_consumed(poll, 3) == 3
+        for _ in range(3):
+            poll()
+        # Counters start again at the restart: these are the new broker's.
         after = scrape(metrics_port)
-        assert after.value(REQUESTS, context="error") >= 1  # its old session id was refused
-        assert after.value(REQUESTS, context="full") >= 1  # ...and it opened a new one
+        assert after.value(REQUESTS, context="full") >= 1
+        assert after.value(REQUESTS, context="incremental") >= 1
+        assert after.value(REQUESTS, context="error") <= 1
     finally:
         if consumer is not None:
             consumer.close()

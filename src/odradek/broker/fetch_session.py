@@ -154,6 +154,7 @@ class FetchSessionCache:
         self.total_partitions = 0
         self.evictions = 0
         # Requests answered through each kind of context (for metrics and tests).
+        self.sessionless_fetches = 0
         self.full_fetches = 0
         self.incremental_fetches = 0
         self.session_errors = 0
@@ -328,9 +329,10 @@ class FetchManager:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 cache.remove(session_id)  # a full request closes the session it names
-            cache.full_fetches += 1
             if epoch == FINAL_EPOCH:
+                cache.sessionless_fetches += 1
                 return SessionlessContext(fetch_data)
+            cache.full_fetches += 1
             return FullContext(cache, fetch_data, privileged, uses_topic_ids)
         session = cache.get(session_id)
         if session is None:

@@ -251,9 +251,10 @@ class BrokerCollector:
         )
         requests = CounterMetricFamily(
             "odradek_fetch_session_requests",
-            "Fetch requests by session context (full, incremental, error)",
+            "Fetch requests by session context (sessionless, full, incremental, error)",
             labels=["context"],
         )
+        requests.add_metric(["sessionless"], cache.sessionless_fetches)
         requests.add_metric(["full"], cache.full_fetches)
         requests.add_metric(["incremental"], cache.incremental_fetches)
         requests.add_metric(["error"], cache.session_errors)
