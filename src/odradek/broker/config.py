@@ -451,6 +451,13 @@ _KEYS: list[ConfigKey] = [
     ),
     # Replication (odradek.broker.replica_fetcher), Kafka's names and defaults.
     ConfigKey("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", _at_least(1)),
+    ConfigKey(
+        "max.incremental.fetch.session.cache.slots",
+        "int",
+        1000,
+        "Incremental fetch sessions (KIP-227) the broker keeps.",
+        _at_least(0),
+    ),
     ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition per replica fetch."),
     ConfigKey(
         "replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response."

@@ -8,7 +8,10 @@ broker; a partition goes to one of them by a hash of its name. Each task loops:
    log to where the two diverge (KIP-101/KIP-279), so a follower never keeps records its
    new leader does not have;
 2. then one Fetch (v12, ``replica_id`` = this broker) for all of them, from each log end
-   offset, waiting up to ``replica.fetch.wait.max.ms`` for ``replica.fetch.min.bytes``;
+   offset, waiting up to ``replica.fetch.wait.max.ms`` for ``replica.fetch.min.bytes``.
+   Fetches go through an incremental fetch session (KIP-227) as Kafka's do: after the
+   first, a request names only partitions whose fetch offset changed, and the leader
+   answers only partitions with news;
 3. the batches are appended with ``append_as_follower``, which keeps offsets, leader
    epochs and producer state as the leader wrote them; the follower takes the leader's
    high watermark (capped at its own log end) and log start offset.
@@ -31,6 +34,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 
+from odradek.broker.fetch_session_handler import FetchSessionHandler
 from odradek.broker.replica_manager import Partition, ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuota
 from odradek.cluster.controller.channel import exchange
@@ -98,6 +102,8 @@ class ReplicaFetcher:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        # Incremental fetch sessions (KIP-227) with the leader, as Kafka's fetcher uses.
+        self._session = FetchSessionHandler()
         # Follower throttle (KIP-73) and "is this broker in the partition's ISR?", set by
         # the manager; out-of-sync throttled partitions are left out over the quota.
         self.quota: ReplicationQuota | None = None
@@ -162,6 +168,8 @@ class ReplicaFetcher:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+        # A request may have been lost in flight: the leader's session epoch is unknown.
+        self._session.reset()
 
     async def _send(self, api_key: int, version: int, request: Any, timeout_s: float) -> Any:
         assert self._reader is not None and self._writer is not None
@@ -283,7 +291,7 @@ class ReplicaFetcher:
     async def _fetch(self) -> bool:
         """One fetch round; False when it should back off."""
         sent: dict[tuple[str, int], tuple[_FetchState, int]] = {}
-        topics: dict[str, list[Any]] = {}
+        wanted: dict[tuple[str, int], Any] = {}
         throttled: set[tuple[str, int]] = set()
         for key, state in list(self.partitions.items()):
             partition = self._current(key, state)
@@ -295,18 +303,24 @@ class ReplicaFetcher:
                 throttled.add(key)
             offset = partition.log.log_end_offset
             sent[key] = (state, offset)
-            topics.setdefault(key[0], []).append(
-                fetch_v12.FetchPartition(
-                    partition=key[1],
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=partition.log.log_start_offset,
-                    partition_max_bytes=self.settings.max_bytes,
-                )
+            wanted[key] = fetch_v12.FetchPartition(
+                partition=key[1],
+                current_leader_epoch=state.leader_epoch,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=partition.log.log_start_offset,
+                partition_max_bytes=self.settings.max_bytes,
             )
-        if not topics:
+        if not wanted:
             return False
+        # Only partitions whose parameters changed go out; the leader's session has the rest.
+        session_id, epoch, send, forget = self._session.build(wanted)
+        topics: dict[str, list[Any]] = {}
+        for key in send:
+            topics.setdefault(key[0], []).append(wanted[key])
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         request = fetch_v12.FetchRequest(
             cluster_id=None,
             replica_id=self.broker_id,
@@ -314,17 +328,21 @@ class ReplicaFetcher:
             min_bytes=self.settings.min_bytes,
             max_bytes=self.settings.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session_id,
+            session_epoch=epoch,
             topics=tuple(
                 fetch_v12.FetchTopic(topic=name, partitions=tuple(parts))
                 for name, parts in topics.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                fetch_v12.ForgottenTopic(topic=name, partitions=tuple(indexes))
+                for name, indexes in forgotten.items()
+            ),
             rack_id="",
         )
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
         response = await self._send(FETCH, FETCH_VERSION, request, timeout_s)
+        self._session.handle_response(int(response.error_code), int(response.session_id))
         if response.error_code != ErrorCode.none:
             log.warning("%s: fetch answered %s", self.name, response.error_code.name)
             return False

@@ -27,6 +27,7 @@ from typing import Any
 from odradek.broker import cluster_mode
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
+from odradek.broker.fetch_session import FetchManager, FetchSessionCache
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.handlers import GroupHandlers
@@ -148,6 +149,9 @@ class KafkaServer:
         self.timer = Timer()
         self._timer_driver: TimerDriver | None = None
         self.fetch_waiters = FetchWaiters(self.timer)
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
+        )
         # Prometheus metrics (broker/metrics), when metrics.port is set; the hot paths bump
         # ``stats`` only when it is not None.
         self.metrics: BrokerMetrics | None = None

@@ -21,7 +21,7 @@ How the ranges were chosen (see /work/shared/FACTS.md for what each client sends
 * kafka-python 3 infers the broker release from advertised maxima (its
   ``infer_broker_version_from_api_versions``) and switches features on that guess; with
   Produce 11 it guesses 3.8, so idempotence (Metadata >= 4), fetch sessions (Fetch >= 7;
-  odradek answers session id 0 to decline) and producer epoch bumps (2.5-level maxima) are
+  served by odradek.broker.fetch_session) and producer epoch bumps (2.5-level maxima) are
   on. ListOffsets 7 alone would already give 3.0.
 * Versions whose only change is "the client must be prepared for a new error code"
   (Produce 11, FindCoordinator 5, InitProducerId 5, AddOffsetsToTxn 4, EndTxn 4,

@@ -14,8 +14,9 @@ follower (up to the follower's high watermark), and a leader with
 ``replica.selector.class`` may answer it with a ``preferred_read_replica`` at once
 (no records) so it fetches from a replica in its own rack.
 
-Fetch sessions (KIP-227) are declined: every answer has session id 0, which tells
-clients to keep sending full fetch requests, as the protocol allows.
+Fetch sessions (KIP-227, :mod:`odradek.broker.fetch_session`) decide which partitions a
+request reads (an incremental request reads every partition of its session) and which
+the answer lists (an incremental answer leaves out partitions with nothing new).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.fetch_session import FetchContext, PartitionRequest
 from odradek.broker.handlers.common import (
     LARGE_RESPONSE_ITEMS,
     Ticker,
@@ -42,16 +44,20 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
-INVALID_SESSION_ID = 0
+FIRST_TOPIC_ID_VERSION = 13  # Fetch v13 names topics by id, and sessions remember which
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed
-FINAL_EPOCH = -1
 
 
 class _FetchPlan:
     """The partitions of one fetch request, read and re-read until the answer is ready."""
 
     def __init__(
-        self, server: KafkaServer, request: Any, api_version: int = 0, authz: Any = None
+        self,
+        server: KafkaServer,
+        request: Any,
+        context: FetchContext,
+        api_version: int = 0,
+        authz: Any = None,
     ) -> None:
         self.server = server
         self._authz = authz  # with an authorizer: consumers need Read on each topic
@@ -63,39 +69,32 @@ class _FetchPlan:
         self.client_rack: str | None = None
         if api_version >= 11 and self.replica_id < 0:
             self.client_rack = str(getattr(request, "rack_id", "") or "")
-        self._request = request
+        self._context = context
         self.items: list[tuple[str, int, int, int]] = []
         # Follower fetches refused before reading (fenced epoch, not the leader).
         self.errors: dict[tuple[str, int], int] = {}
 
     async def collect(self) -> None:
-        """List the partitions asked for, yielding to the loop now and then (a request
-        may list a million)."""
+        """List the partitions to read (the request's, or its session's), yielding to the
+        loop now and then (a request may list a million)."""
         ticker = Ticker()
-        for topic in self._request.topics:
-            # Followers were authorised as a whole (ClusterAction) before the handler.
-            readable = (
-                self._authz is None
-                or self.replica_id >= 0
-                or self._authz.topic(Operation.READ, topic.topic)
-            )
-            for p in topic.partitions:
-                await ticker.tick()
-                self.items.append(
-                    (topic.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
+        readable: dict[str, bool] = {}
+        for (topic, partition), wanted in self._context.items:
+            await ticker.tick()
+            self.items.append((topic, partition, wanted.fetch_offset, wanted.max_bytes))
+            if self._authz is not None and self.replica_id < 0:
+                # Followers were authorised as a whole (ClusterAction) before the handler.
+                if topic not in readable:
+                    readable[topic] = self._authz.topic(Operation.READ, topic)
+                if not readable[topic]:
+                    self.errors[(topic, partition)] = _TOPIC_DENIED
+                    continue
+            if self.replica_id >= 0:
+                code = self.server.replica_manager.record_follower_fetch(
+                    topic, partition, self.replica_id, wanted.fetch_offset, wanted.leader_epoch
                 )
-                if not readable:
-                    self.errors[(topic.topic, int(p.partition))] = _TOPIC_DENIED
-                elif self.replica_id >= 0:
-                    code = self.server.replica_manager.record_follower_fetch(
-                        topic.topic,
-                        int(p.partition),
-                        self.replica_id,
-                        int(p.fetch_offset),
-                        int(getattr(p, "current_leader_epoch", -1)),
-                    )
-                    if code:
-                        self.errors[(topic.topic, int(p.partition))] = code
+                if code:
+                    self.errors[(topic, partition)] = code
 
     def keys(self) -> list[tuple[str, int]]:
         return [(topic, partition) for topic, partition, _, _ in self.items]
@@ -155,31 +154,65 @@ class _FetchPlan:
         return total
 
 
-async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    session_id = int(getattr(request, "session_id", 0))
-    session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-    if session_id != INVALID_SESSION_ID:
-        # We never hand out session ids, so any id a client names is unknown to us.
-        return server.encode_fetch(
-            ctx, ErrorCode.fetch_session_id_not_found, INVALID_SESSION_ID, []
-        )
-    if session_epoch not in (0, FINAL_EPOCH):
-        return server.encode_fetch(ctx, ErrorCode.invalid_fetch_session_epoch, 0, [])
+async def _fetch_data(request: Any) -> tuple[list[Any], list[tuple[str, int]]]:
+    """The request's partitions (as the session cache keeps them) and forgotten ones."""
+    fetch_data = []
+    ticker = Ticker()
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None)
+        for p in topic.partitions:
+            await ticker.tick()
+            fetch_data.append(
+                (
+                    (topic.topic, int(p.partition)),
+                    PartitionRequest(
+                        int(p.fetch_offset),
+                        int(p.partition_max_bytes),
+                        int(getattr(p, "current_leader_epoch", -1)),
+                        int(getattr(p, "log_start_offset", -1)),
+                        topic_id,
+                    ),
+                )
+            )
+    forget = [
+        (topic.topic, int(partition))
+        for topic in getattr(request, "forgotten_topics_data", None) or ()
+        for partition in topic.partitions
+    ]
+    return fetch_data, forget
 
-    plan = _FetchPlan(server, request, ctx.header.api_version, ctx.authz)
+
+async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
+    fetch_data, forget = await _fetch_data(request)
+    version = ctx.header.api_version
+    # Before v7 there are no sessions: every request is sessionless (epoch -1).
+    session_id = int(getattr(request, "session_id", 0)) if version >= 7 else 0
+    session_epoch = int(getattr(request, "session_epoch", -1)) if version >= 7 else -1
+    context = server.fetch_manager.new_context(
+        session_id,
+        session_epoch,
+        fetch_data,
+        forget,
+        privileged=int(getattr(request, "replica_id", -1)) >= 0,
+        uses_topic_ids=version >= FIRST_TOPIC_ID_VERSION,
+    )
+    if context.error:
+        return server.encode_fetch(ctx, context.error, 0, [])
+
+    plan = _FetchPlan(server, request, context, version, ctx.authz)
     await plan.collect()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:
         await server.wait_for_data(
             plan.keys(), max_wait_ms, lambda: plan.bytes_ready() >= plan.min_bytes
         )
-    results = await plan.read_all()
+    error, response_session_id, results = context.finish(await plan.read_all())
     stats = server.stats
     if stats is not None:
         _count_bytes_out(stats, plan.replica_id, results)
     if len(results) > LARGE_RESPONSE_ITEMS:
-        return await server.encode_fetch_off_loop(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
-    return server.encode_fetch(ctx, ErrorCode.none, INVALID_SESSION_ID, results)
+        return await server.encode_fetch_off_loop(ctx, error, response_session_id, results)
+    return server.encode_fetch(ctx, error, response_session_id, results)
 
 
 def _count_bytes_out(

@@ -80,6 +80,7 @@ class BrokerCollector:
         yield from self._request_metrics()
         yield from self._partitions()
         yield from self._purgatories()
+        yield from self._fetch_sessions()
         yield from self._controller()
         yield from self._groups()
         yield from self._loop_and_connections()
@@ -228,6 +229,36 @@ class BrokerCollector:
             "ISR expansions of partitions led here (IsrExpandsPerSec)",
             value=replica_manager.isr_expands,
         )
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache gauges, and how many fetches used each kind of context."""
+        cache = self.server.fetch_manager.cache
+        prefix = "kafka_server_fetchsessioncache"
+        yield GaugeMetricFamily(
+            f"{prefix}_numincrementalfetchsessions",
+            "Incremental fetch sessions cached (NumIncrementalFetchSessions)",
+            value=len(cache),
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}_numincrementalfetchpartitionscached",
+            "Partitions in cached fetch sessions (NumIncrementalFetchPartitionsCached)",
+            value=cache.total_partitions,
+        )
+        yield CounterMetricFamily(
+            f"{prefix}_incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room (IncrementalFetchSessionEvictionsPerSec)",
+            value=cache.evictions,
+        )
+        requests = CounterMetricFamily(
+            "odradek_fetch_session_requests",
+            "Fetch requests by session context (sessionless, full, incremental, error)",
+            labels=["context"],
+        )
+        requests.add_metric(["sessionless"], cache.sessionless_fetches)
+        requests.add_metric(["full"], cache.full_fetches)
+        requests.add_metric(["incremental"], cache.incremental_fetches)
+        requests.add_metric(["error"], cache.session_errors)
+        yield requests
 
     def _purgatories(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
