@@ -316,7 +316,7 @@ def install(
         ClusterConfigHandlers(configs),
         leadership,
         coordinators,
-        address_of,
+        address_of=address_of,
     )
 
 
