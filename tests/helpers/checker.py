@@ -1,0 +1,197 @@
+"""A Jepsen-style checker for a replicated log: what was acknowledged against what is there.
+
+The workload records a :class:`History`: every value it tried to write (with the
+producer and that producer's send sequence), every acknowledgement (topic, partition,
+offset, value), and every record a consumer read *during* the faults. After the faults
+are healed the whole log is read back (``final``) and :func:`check` compares:
+
+- **lost**: an acknowledged value that is not in the final log (acks=all promised it);
+- **moved**: an acknowledged value found at another partition/offset than the one
+  acknowledged (an offset handed out twice: the first write was truncated away);
+- **duplicates**: a value written once appearing more than once (idempotence forbids it);
+- **reordered**: two acknowledged writes of one producer to one partition whose final
+  offsets are in the opposite order of their sends;
+- **phantoms**: a value in the log that no producer ever tried to write;
+- **dirty reads**: a record a consumer saw during the run that is not at that position
+  in the final log: it was served above the high watermark and later truncated.
+
+Unacknowledged writes are indeterminate (they may or may not be there), as in Jepsen.
+Pure data in, a :class:`Report` out, so the checker itself is unit-tested with histories
+that break each rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+Position = tuple[str, int, int]  # topic, partition, offset
+
+
+@dataclass(frozen=True)
+class Write:
+    producer: str
+    seq: int  # the producer's send order
+    topic: str
+    partition: int
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass
+class History:
+    """Thread-safe: producers and readers append from their own threads."""
+
+    attempted: dict[bytes, Write] = field(default_factory=dict)
+    acked: dict[bytes, Record] = field(default_factory=dict)
+    ack_times: list[float] = field(default_factory=list)
+    failed: dict[bytes, str] = field(default_factory=dict)
+    observed: list[Record] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def attempt(self, write: Write) -> None:
+        with self._lock:
+            self.attempted[write.value] = write
+
+    def ack(self, record: Record, at: float) -> None:
+        with self._lock:
+            self.acked[record.value] = record
+            self.ack_times.append(at)
+
+    def fail(self, value: bytes, error: str) -> None:
+        with self._lock:
+            self.failed[value] = error
+
+    def observe(self, record: Record) -> None:
+        with self._lock:
+            self.observed.append(record)
+
+
+@dataclass
+class Report:
+    acked: int
+    attempted: int
+    read: int
+    lost: list[Record] = field(default_factory=list)
+    moved: list[tuple[Record, Record]] = field(default_factory=list)  # (acked, found)
+    duplicates: dict[bytes, int] = field(default_factory=dict)
+    reordered: list[tuple[Record, Record]] = field(default_factory=list)
+    phantoms: list[Record] = field(default_factory=list)
+    dirty_reads: list[Record] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not (
+            self.lost
+            or self.moved
+            or self.duplicates
+            or self.reordered
+            or self.phantoms
+            or self.dirty_reads
+        )
+
+    def lost_ranges(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """The acknowledged offsets lost, as inclusive ranges per partition."""
+        by_partition: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for record in self.lost:
+            by_partition[(record.topic, record.partition)].append(record.offset)
+        ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for key, offsets in sorted(by_partition.items()):
+            offsets.sort()
+            spans = [[offsets[0], offsets[0]]]
+            for offset in offsets[1:]:
+                if offset == spans[-1][1] + 1:
+                    spans[-1][1] = offset
+                else:
+                    spans.append([offset, offset])
+            ranges[key] = [(a, b) for a, b in spans]
+        return ranges
+
+    def summary(self) -> str:
+        lines = [
+            f"attempted {self.attempted}, acknowledged {self.acked}, read back {self.read}",
+            f"lost {len(self.lost)}, moved {len(self.moved)}, "
+            f"duplicated {len(self.duplicates)}, reordered {len(self.reordered)}, "
+            f"phantoms {len(self.phantoms)}, dirty reads {len(self.dirty_reads)}",
+        ]
+        for (topic, partition), spans in self.lost_ranges().items():
+            text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+            lines.append(f"  lost acknowledged offsets of {topic}-{partition}: {text}")
+        for acked, found in self.moved[:5]:
+            lines.append(f"  moved: {acked} now at {found}")
+        for value, count in list(self.duplicates.items())[:5]:
+            lines.append(f"  duplicate: {value!r} x{count}")
+        for first, second in self.reordered[:5]:
+            lines.append(f"  reordered: {first} sent before {second}")
+        for record in self.phantoms[:5]:
+            lines.append(f"  phantom: {record}")
+        for record in self.dirty_reads[:5]:
+            lines.append(f"  dirty read: {record}")
+        return "\n".join(lines)
+
+
+def check(history: History, final: list[Record]) -> Report:
+    """Compare the history with the log read back after healing."""
+    report = Report(
+        acked=len(history.acked), attempted=len(history.attempted), read=len(final)
+    )
+    counts = Counter(record.value for record in final)
+    report.duplicates = {value: n for value, n in counts.items() if n > 1}
+    where: dict[bytes, Record] = {}
+    at: dict[Position, bytes] = {}
+    for record in final:
+        where.setdefault(record.value, record)
+        at[(record.topic, record.partition, record.offset)] = record.value
+        if record.value not in history.attempted:
+            report.phantoms.append(record)
+
+    for value, acked in history.acked.items():
+        found = where.get(value)
+        if found is None:
+            report.lost.append(acked)
+        elif (found.topic, found.partition, found.offset) != (
+            acked.topic,
+            acked.partition,
+            acked.offset,
+        ):
+            report.moved.append((acked, found))
+    report.lost.sort(key=lambda r: (r.topic, r.partition, r.offset))
+
+    # Per producer and partition, acknowledged sends keep their order in the log.
+    streams: dict[tuple[str, str, int], list[tuple[int, Record]]] = defaultdict(list)
+    for value in history.acked:
+        write = history.attempted.get(value)
+        found = where.get(value)
+        if write is None or found is None:
+            continue
+        streams[(write.producer, found.topic, found.partition)].append((write.seq, found))
+    for stream in streams.values():
+        stream.sort(key=lambda item: item[0])
+        for (_, first), (_, second) in itertools.pairwise(stream):
+            if first.offset > second.offset:
+                report.reordered.append((first, second))
+
+    for record in history.observed:
+        if at.get((record.topic, record.partition, record.offset)) != record.value:
+            report.dirty_reads.append(record)
+    return report
+
+
+def unavailability(ack_times: list[float], start: float, end: float, gap_s: float) -> list[
+    tuple[float, float]
+]:
+    """Windows longer than ``gap_s`` with no acknowledgement, relative to ``start``."""
+    times = sorted(t for t in ack_times if start <= t <= end)
+    edges = [start, *times, end]
+    return [
+        (a - start, b - start) for a, b in itertools.pairwise(edges) if b - a > gap_s
+    ]
