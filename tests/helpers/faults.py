@@ -469,6 +469,7 @@ class CampaignResult:
     schedule: str
     counts: Counter[str]
     duration_s: float
+    acked_during: int  # acknowledgements while faults were being injected
     unavailable: list[tuple[float, float]]  # windows without any acknowledgement
     settled: bool  # every partition fully replicated again after healing
     fatal: list[str]
@@ -481,6 +482,8 @@ class CampaignResult:
                 f"seed {self.seed}: {sum(self.counts.values())} faults in "
                 f"{self.duration_s:.0f} s ({kinds})",
                 self.report.summary(),
+                f"acknowledged during the faults: {self.acked_during} "
+                f"({self.acked_during / max(self.duration_s, 1e-9):.0f}/s)",
                 f"unavailable (no acknowledgement for > 2 s): {windows}",
                 f"fully replicated after healing: {self.settled}; "
                 f"fatal producer errors: {self.fatal or 'none'}",
@@ -500,6 +503,7 @@ def run_campaign(
     producers: int = 2,
     rate: float = 100.0,
     kinds: tuple[str, ...] = KINDS,
+    max_duration_s: float | None = None,
 ) -> CampaignResult:
     """Create the topic (RF 3, min.insync.replicas=2), write while ``faults`` random
     faults happen, heal, read everything back and check it."""
@@ -518,9 +522,14 @@ def run_campaign(
     workload = Workload(cluster.bootstrap(), topic, partitions, producers, rate).start()
     nemesis = Nemesis(cluster, firewall, seed, topic, partitions, kinds)
     started = time.monotonic()
+    stop = threading.Event()
+    timer = threading.Timer(max_duration_s or 0, stop.set)
+    if max_duration_s:
+        timer.start()
     try:
-        nemesis.run(faults)
+        nemesis.run(faults, stop)
     finally:
+        timer.cancel()
         nemesis.heal()
     ended = time.monotonic()
     settled = cluster.wait_fully_replicated(topic, partitions, 90)
@@ -534,7 +543,46 @@ def run_campaign(
         schedule=nemesis.schedule(),
         counts=nemesis.counts(),
         duration_s=ended - started,
+        acked_during=sum(1 for t in history.ack_times if started <= t <= ended),
         unavailable=unavailability(history.ack_times, started, ended, gap_s=2.0),
         settled=settled,
         fatal=workload.fatal,
     )
+
+
+def produce_recorded(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    history: History,
+    name: str,
+    timeout_s: float = 30,
+    idempotent: bool = True,
+) -> int:
+    """Write ``values`` to partition 0 with a new acks=all producer, recording attempts
+    and acknowledgements in ``history``; returns how many were acknowledged."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotent,
+            "message.timeout.ms": int(timeout_s * 1000),
+        }
+    )
+    acked = 0
+
+    def report(err: KafkaError | None, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+            history.ack(
+                Record(msg.topic(), msg.partition(), msg.offset(), msg.value()), time.monotonic()
+            )
+        else:
+            history.fail(msg.value(), err.name())
+
+    for seq, value in enumerate(values):
+        history.attempt(Write(name, seq, topic, 0, value))
+        producer.produce(topic, value, partition=0, on_delivery=report)
+    producer.flush(timeout_s + 10)
+    return acked

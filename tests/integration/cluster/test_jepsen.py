@@ -7,12 +7,24 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import NewTopic
 
-from tests.helpers.faults import FaultyCluster, Firewall, nft_unusable_reason, run_campaign
+from tests.helpers.checker import History, check
+from tests.helpers.cluster import wait_for
+from tests.helpers.faults import (
+    FaultyCluster,
+    Firewall,
+    nft_unusable_reason,
+    produce_recorded,
+    read_all,
+    run_campaign,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
 
@@ -63,3 +75,86 @@ def test_jepsen_campaign_sample_loses_no_acknowledged_record(
     assert result.report.valid, summary
     assert not result.fatal, summary
     assert result.settled, summary
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["config", "elect-leaders", "disabled"])
+def test_unclean_leader_election_loses_what_it_allows(
+    faulty_cluster: tuple[FaultyCluster, Firewall], mode: str
+) -> None:
+    """Jepsen's 2013 Kafka scenario. The leader is cut off from its followers (not from
+    ZooKeeper), so it shrinks the ISR to itself and, with min.insync.replicas=1, keeps
+    acknowledging acks=all writes alone; then it dies. With unclean leader election
+    (the topic's unclean.leader.election.enable, or ElectLeaders UNCLEAN) an out-of-sync
+    follower takes over and those acknowledged writes are lost: the checker must say so,
+    and the old leader's log names the lost offsets when it truncates them. Without it
+    the partition is unavailable until the old leader returns, and nothing is lost."""
+    cluster, firewall = faulty_cluster
+    topic = "unclean"
+    admin = cluster.admin()
+    config = {
+        "min.insync.replicas": "1",
+        "unclean.leader.election.enable": "true" if mode == "config" else "false",
+    }
+    admin.create_topics([NewTopic(topic, 1, 3, config=config)])[topic].result(60)
+    assert cluster.wait_fully_replicated(topic, 1, 60)
+    history = History()
+    bootstrap = cluster.bootstrap()
+    # Each phase uses a new producer; without idempotence, so producer ids (still per
+    # broker until they come from ZooKeeper) cannot collide: the loss here is the election's.
+    plain = {"idempotent": False}
+    values = [f"a{i}".encode() for i in range(10)]
+    assert produce_recorded(bootstrap, topic, values, history, "before", **plain) == 10
+    leader = cluster.partition_state(topic, 0).leader
+    followers = [b for b in cluster.brokers if b != leader]
+
+    # 1. Split the leader from its followers; it shrinks the ISR to itself.
+    firewall.cut("split", [r for f in followers for r in cluster.rules_between(leader, f)])
+    wait_for(
+        lambda: tuple(cluster.partition_state(topic, 0).isr) == (leader,),
+        40,
+        "the ISR to shrink to the isolated leader",
+    )
+    # 2. It acknowledges acks=all writes alone (min.insync.replicas=1).
+    alone = [f"b{i}".encode() for i in range(10)]
+    assert produce_recorded(bootstrap, topic, alone, history, "alone", **plain) == 10
+    # 3. It dies; the network heals.
+    cluster.brokers[leader].kill()
+    firewall.heal()
+    wait_for(lambda: leader not in cluster.zk.get_broker_ids(), 30, "the leader's session")
+    if mode == "elect-leaders":
+        wait_for(lambda: cluster.partition_state(topic, 0).leader == -1, 30, "no leader")
+        electing = cluster.admin(*followers)  # kept alive until the future is done
+        futures = electing.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 0)])
+        results = futures.result(30)
+        assert results[TopicPartition(topic, 0)] is None, results
+    after = [f"c{i}".encode() for i in range(5)]
+    if mode == "disabled":
+        # Nobody in the ISR is alive: the partition stays offline, writes are refused.
+        time.sleep(3)
+        assert cluster.partition_state(topic, 0).leader == -1
+        assert produce_recorded(bootstrap, topic, after, history, "after", 5, **plain) == 0
+    else:
+        wait_for(lambda: cluster.partition_state(topic, 0).leader in followers, 30, "unclean")
+        assert produce_recorded(bootstrap, topic, after, history, "after", **plain) == 5
+    # 4. The old leader returns: it leads again (disabled) or truncates to the new leader.
+    cluster.restart(leader)
+    assert cluster.wait_fully_replicated(topic, 1, 90), cluster.partition_state(topic, 0)
+    report = check(history, read_all(cluster.bootstrap(), topic, 1))
+    print(report.summary())
+    if mode == "disabled":
+        assert report.valid, report.summary()
+        assert report.acked == 20
+        assert "unclean leader election" not in _logs(cluster)
+        return
+    assert not report.valid
+    assert sorted(r.value for r in report.lost) == sorted(alone), report.summary()
+    assert report.lost_ranges() == {(topic, 0): [(10, 19)]}
+    assert not (report.duplicates or report.phantoms or report.reordered)
+    old_log = cluster.brokers[leader].log_text()
+    assert f"{topic}-0: truncating below the high watermark 20: offsets 10-19" in old_log
+    assert "unclean leader election for unclean-0" in _logs(cluster)
+
+
+def _logs(cluster: FaultyCluster) -> str:
+    return "".join(broker.log_text() for broker in cluster.brokers.values())
