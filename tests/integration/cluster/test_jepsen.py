@@ -8,15 +8,17 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kio.schema.errors import ErrorCode
 
 from tests.helpers.checker import History, check
-from tests.helpers.cluster import wait_for
+from tests.helpers.cluster import BrokerCluster, wait_for
 from tests.helpers.faults import (
     FaultyCluster,
     Firewall,
@@ -25,6 +27,9 @@ from tests.helpers.faults import (
     read_all,
     run_campaign,
 )
+from tests.helpers.raw import RawClient
+
+INIT_PRODUCER_ID = 22
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
 
@@ -158,3 +163,36 @@ def test_unclean_leader_election_loses_what_it_allows(
 
 def _logs(cluster: FaultyCluster) -> str:
     return "".join(broker.log_text() for broker in cluster.brokers.values())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(
+    strict=True,
+    reason="producer ids are allocated per broker; the clustertxn branch takes them from "
+    "ZooKeeper's /latest_producer_id_block (remove this mark once it is merged)",
+)
+def test_two_brokers_never_hand_out_the_same_producer_id(
+    cluster_factory: Callable[..., BrokerCluster],
+) -> None:
+    """Found by the campaign: two idempotent producers given the same producer id by two
+    brokers, writing one partition, are one producer to the leader. Its duplicate check
+    answers the second one's batch with the first one's offsets: acknowledged, never
+    written (the unclean-election test lost ten records that way before it was made
+    non-idempotent), or OUT_OF_ORDER_SEQUENCE_NUMBER kills the producer."""
+    cluster = cluster_factory(3)
+    ids = []
+    for broker in cluster.brokers.values():
+        client = RawClient(broker.port, broker.host)
+        response: Any = client.call(
+            INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        assert response.error_code == ErrorCode.none
+        ids.append(int(response.producer_id))
+    assert len(set(ids)) == len(ids), f"producer ids handed out by brokers 1-3: {ids}"
