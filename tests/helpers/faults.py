@@ -477,6 +477,7 @@ class CampaignResult:
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.counts.items()))
         windows = ", ".join(f"{a:.1f}-{b:.1f}s" for a, b in self.unavailable) or "none"
+        down = sum(b - a for a, b in self.unavailable)
         return "\n".join(
             [
                 f"seed {self.seed}: {sum(self.counts.values())} faults in "
@@ -484,7 +485,9 @@ class CampaignResult:
                 self.report.summary(),
                 f"acknowledged during the faults: {self.acked_during} "
                 f"({self.acked_during / max(self.duration_s, 1e-9):.0f}/s)",
-                f"unavailable (no acknowledgement for > 2 s): {windows}",
+                f"unavailable (no acknowledgement for > 2 s): {len(self.unavailable)} windows, "
+                f"{down:.0f} s = {down / max(self.duration_s, 1e-9):.0%} of the faults' time: "
+                f"{windows}",
                 f"fully replicated after healing: {self.settled}; "
                 f"fatal producer errors: {self.fatal or 'none'}",
                 "schedule:",
