@@ -52,6 +52,9 @@ def main() -> int:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rate", type=float, default=100.0, help="records/s per producer")
+    parser.add_argument(
+        "--overlap", action="store_true", help="two faults at a time (the second starts late)"
+    )
     args = parser.parse_args()
     reason = nft_unusable_reason()
     if reason is not None:
@@ -63,7 +66,7 @@ def main() -> int:
         print(f"error: unknown fault kinds {sorted(unknown)}; known: {KINDS}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"seed {seed}, {args.faults} faults, kinds {kinds}", flush=True)
+    print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
     with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
         base = Path(tmp)
         zookeeper = ZooKeeperServer(base / "zookeeper").start()
@@ -87,6 +90,7 @@ def main() -> int:
                 rate=args.rate,
                 kinds=kinds,
                 max_duration_s=args.duration,
+                overlap=args.overlap,
             )
         finally:
             firewall.close()

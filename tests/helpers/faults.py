@@ -212,6 +212,7 @@ class Fault:
     targets: tuple[int, ...]
     duration: float
     started: float = 0.0  # seconds since the run began
+    rule_name: str = ""  # its nftables cut
 
     def __str__(self) -> str:
         who = "-".join(str(t) for t in self.targets)
@@ -229,16 +230,21 @@ class Nemesis:
     partitions: int
     kinds: tuple[str, ...] = KINDS
     gap_s: tuple[float, float] = (0.5, 2.0)  # quiet time between faults
+    overlap: bool = False  # two faults at a time (the second starts during the first)
     log: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.t0 = time.monotonic()
         self._stopped: set[int] = set()
+        # The first faults are every kind once, in random order: a short run still has
+        # every kind; the rest are drawn freely.
+        self._first_kinds = list(self.kinds)
+        self.rng.shuffle(self._first_kinds)
 
     def draw(self) -> Fault:
         rng = self.rng
-        kind = rng.choice(self.kinds)
+        kind = self._first_kinds.pop() if self._first_kinds else rng.choice(self.kinds)
         ids = sorted(self.cluster.brokers)
         # Half of the time hit a partition's leader: that is where loss would happen.
         target = rng.choice(ids)
@@ -263,44 +269,74 @@ class Nemesis:
         fault.started = time.monotonic() - self.t0
         self.log.append(fault)
         c = self.cluster
+        name = f"fault-{len(self.log)}"
+        fault.rule_name = name
         if fault.kind == "kill":
             c.brokers[fault.targets[0]].kill()
         elif fault.kind == "pause":
             os.kill(c.pid(fault.targets[0]), signal.SIGSTOP)
             self._stopped.add(fault.targets[0])
         elif fault.kind == "partition":
-            self.firewall.cut("fault", c.rules_between(*fault.targets))
+            self.firewall.cut(name, c.rules_between(*fault.targets))
         elif fault.kind == "isolate":
-            self.firewall.cut("fault", c.rules_isolating(fault.targets[0]))
+            self.firewall.cut(name, c.rules_isolating(fault.targets[0]))
         elif fault.kind == "zk-isolate":
-            self.firewall.cut("fault", c.rules_to_zookeeper(fault.targets[0]))
+            self.firewall.cut(name, c.rules_to_zookeeper(fault.targets[0]))
         else:
             raise ValueError(f"unknown fault kind {fault.kind}")
 
     def heal(self, fault: Fault | None = None) -> None:
         """Undo a fault (or everything: every cut, every pause, every dead broker)."""
         c = self.cluster
-        if fault is None or fault.kind in ("partition", "isolate", "zk-isolate"):
+        if fault is None:
             self.firewall.heal()
+        elif fault.kind in ("partition", "isolate", "zk-isolate"):
+            self.firewall.heal(fault.rule_name)
         for broker_id in list(self._stopped):
-            if fault is None or fault.kind == "pause":
+            if fault is None or (fault.kind == "pause" and broker_id == fault.targets[0]):
                 if c.brokers[broker_id].is_running():
                     os.kill(c.pid(broker_id), signal.SIGCONT)
                 self._stopped.discard(broker_id)
         for broker_id, broker in c.brokers.items():
-            if (fault is None or fault.kind == "kill") and not broker.is_running():
+            if broker.is_running():
+                continue
+            if fault is None or (fault.kind == "kill" and broker_id == fault.targets[0]):
                 c.restart(broker_id)
 
     def run(self, faults: int, stop: threading.Event | None = None) -> None:
-        for _ in range(faults):
+        applied = 0
+        while applied < faults:
             if stop is not None and stop.is_set():
                 return
-            fault = self.draw()
-            self.apply(fault)
+            first = self.draw()
+            batch = [first]
+            if self.overlap and applied + 1 < faults:
+                # A second fault starts while the first is on, on other brokers for kills
+                # and pauses (a stopped broker cannot also be killed and restarted).
+                second = self.draw()
+                busy = set(first.targets) if first.kind in ("kill", "pause") else set()
+                if second.kind in ("kill", "pause") and (set(second.targets) & (
+                    busy | set(first.targets)
+                )):
+                    second = None
+                if second is not None:
+                    batch.append(second)
             try:
-                time.sleep(fault.duration)
+                self.apply(first)
+                if len(batch) == 2:
+                    lead = self.rng.uniform(0, first.duration)
+                    time.sleep(lead)
+                    self.apply(batch[1])
+                    time.sleep(max(0.0, first.duration - lead))
+                    self.heal(first)
+                    time.sleep(max(0.0, batch[1].duration - (first.duration - lead)))
+                    self.heal(batch[1])
+                else:
+                    time.sleep(first.duration)
             finally:
-                self.heal(fault)
+                for fault in batch:
+                    self.heal(fault)
+            applied += len(batch)
             time.sleep(self.rng.uniform(*self.gap_s))
 
     def schedule(self) -> str:
@@ -507,6 +543,7 @@ def run_campaign(
     rate: float = 100.0,
     kinds: tuple[str, ...] = KINDS,
     max_duration_s: float | None = None,
+    overlap: bool = False,
 ) -> CampaignResult:
     """Create the topic (RF 3, min.insync.replicas=2), write while ``faults`` random
     faults happen, heal, read everything back and check it."""
@@ -523,7 +560,7 @@ def run_campaign(
     if not cluster.wait_fully_replicated(topic, partitions, 60):
         raise AssertionError(f"{topic} never fully replicated before the faults")
     workload = Workload(cluster.bootstrap(), topic, partitions, producers, rate).start()
-    nemesis = Nemesis(cluster, firewall, seed, topic, partitions, kinds)
+    nemesis = Nemesis(cluster, firewall, seed, topic, partitions, kinds, overlap=overlap)
     started = time.monotonic()
     stop = threading.Event()
     timer = threading.Timer(max_duration_s or 0, stop.set)
