@@ -103,7 +103,8 @@ def main() -> int:
             f"acknowledged {rate:.0f}/s during the faults vs {offered:.0f}/s offered "
             f"(ratio {rate / offered:.2f}); whole run {time.monotonic() - started:.0f} s"
         )
-        return 0 if result.report.valid and result.settled else 1
+        ok = result.report.valid and result.settled and result.nemesis_error is None
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":

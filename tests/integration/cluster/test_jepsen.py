@@ -82,6 +82,7 @@ def test_jepsen_campaign_sample_loses_no_acknowledged_record(
     assert result.report.acked > 500, summary
     assert result.report.valid, summary
     assert not result.fatal, summary
+    assert result.nemesis_error is None, summary
     assert result.settled, summary
 
 
