@@ -91,3 +91,43 @@ def test_a_read_above_the_high_watermark_is_a_dirty_read() -> None:
 def test_unavailability_windows() -> None:
     assert unavailability([1.0, 1.5, 5.0, 5.2], 0.0, 6.0, gap_s=2.0) == [(1.5, 5.0)]
     assert unavailability([], 10.0, 13.0, gap_s=2.0) == [(0.0, 3.0)]
+
+
+def _txn_history() -> tuple[History, list[Record]]:
+    """t1 committed (c0, c1), t2 aborted (a0, a1): the log holds all four."""
+    history = History()
+    final = []
+    for offset, (txn, value) in enumerate(
+        [("t1", b"c0"), ("t2", b"a0"), ("t1", b"c1"), ("t2", b"a1")]
+    ):
+        history.attempt(Write("tp", offset, "t", 0, value, txn=txn))
+        final.append(Record("t", 0, offset, value))
+    for record in (final[0], final[2]):
+        history.ack(record, at=1.0)
+    history.end_txn("t1", True)
+    history.end_txn("t2", False)
+    return history, final
+
+
+def test_read_committed_sees_committed_transactions_whole_and_no_aborted_one() -> None:
+    history, final = _txn_history()
+    assert check(history, final, committed=[final[0], final[2]]).valid
+
+
+def test_an_aborted_record_visible_to_read_committed_is_reported() -> None:
+    history, final = _txn_history()
+    report = check(history, final, committed=[final[0], final[1], final[2]])
+    assert [r.value for r in report.aborted_reads] == [b"a0"]
+    assert report.partial_txns == {"t2": (1, 2)}
+    assert not report.valid
+
+
+def test_a_partly_visible_transaction_is_reported() -> None:
+    history, final = _txn_history()
+    report = check(history, final, committed=[final[0]])
+    assert report.partial_txns == {"t1": (1, 2)}
+    assert not report.valid
+    # An unknown outcome may be all or nothing, never a part.
+    history.end_txn("t1", None)
+    assert check(history, final, committed=[]).valid
+    assert not check(history, final, committed=[final[2]]).valid

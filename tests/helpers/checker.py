@@ -15,6 +15,15 @@ are healed the whole log is read back (``final``) and :func:`check` compares:
 - **dirty reads**: a record a consumer saw during the run that is not at that position
   in the final log: it was served above the high watermark and later truncated.
 
+With transactions (a :class:`Write` names its ``txn``; :meth:`History.end_txn` records
+whether the commit was acknowledged, the abort done, or the outcome unknown), a
+``read_committed`` read of the log is checked too:
+
+- **aborted reads**: a value of an aborted transaction is visible to read_committed;
+- **partial transactions**: a transaction of which read_committed shows some values but
+  not all (atomicity); a committed one must show all (a missing value is **lost** when the
+  workload recorded the commit's values as acknowledged).
+
 Unacknowledged writes are indeterminate (they may or may not be there), as in Jepsen.
 Pure data in, a :class:`Report` out, so the checker itself is unit-tested with histories
 that break each rule.
@@ -37,6 +46,7 @@ class Write:
     topic: str
     partition: int
     value: bytes
+    txn: str | None = None  # the transaction it was written in, if any
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,7 @@ class History:
     ack_times: list[float] = field(default_factory=list)
     failed: dict[bytes, str] = field(default_factory=dict)
     observed: list[Record] = field(default_factory=list)
+    txn_outcomes: dict[str, bool | None] = field(default_factory=dict)  # None: unknown
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def attempt(self, write: Write) -> None:
@@ -75,6 +86,11 @@ class History:
         with self._lock:
             self.observed.append(record)
 
+    def end_txn(self, txn: str, committed: bool | None) -> None:
+        """True: commit acknowledged; False: aborted; None: the outcome is unknown."""
+        with self._lock:
+            self.txn_outcomes[txn] = committed
+
 
 @dataclass
 class Report:
@@ -87,11 +103,15 @@ class Report:
     reordered: list[tuple[Record, Record]] = field(default_factory=list)
     phantoms: list[Record] = field(default_factory=list)
     dirty_reads: list[Record] = field(default_factory=list)
+    aborted_reads: list[Record] = field(default_factory=list)
+    partial_txns: dict[str, tuple[int, int]] = field(default_factory=dict)  # seen, written
 
     @property
     def valid(self) -> bool:
         return not (
-            self.lost
+            self.aborted_reads
+            or self.partial_txns
+            or self.lost
             or self.moved
             or self.duplicates
             or self.reordered
@@ -121,7 +141,9 @@ class Report:
             f"attempted {self.attempted}, acknowledged {self.acked}, read back {self.read}",
             f"lost {len(self.lost)}, moved {len(self.moved)}, "
             f"duplicated {len(self.duplicates)}, reordered {len(self.reordered)}, "
-            f"phantoms {len(self.phantoms)}, dirty reads {len(self.dirty_reads)}",
+            f"phantoms {len(self.phantoms)}, dirty reads {len(self.dirty_reads)}, "
+            f"aborted reads {len(self.aborted_reads)}, "
+            f"partial transactions {len(self.partial_txns)}",
         ]
         for (topic, partition), spans in self.lost_ranges().items():
             text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
@@ -136,11 +158,18 @@ class Report:
             lines.append(f"  phantom: {record}")
         for record in self.dirty_reads[:5]:
             lines.append(f"  dirty read: {record}")
+        for record in self.aborted_reads[:5]:
+            lines.append(f"  aborted but read_committed sees: {record}")
+        for txn, (seen, written) in list(self.partial_txns.items())[:5]:
+            lines.append(f"  partial transaction {txn}: {seen} of {written} values visible")
         return "\n".join(lines)
 
 
-def check(history: History, final: list[Record]) -> Report:
-    """Compare the history with the log read back after healing."""
+def check(
+    history: History, final: list[Record], committed: list[Record] | None = None
+) -> Report:
+    """Compare the history with the log read back after healing (``final``, read
+    uncommitted) and, with transactions, with a read_committed read (``committed``)."""
     report = Report(
         acked=len(history.acked), attempted=len(history.attempted), read=len(final)
     )
@@ -183,7 +212,29 @@ def check(history: History, final: list[Record]) -> Report:
     for record in history.observed:
         if at.get((record.topic, record.partition, record.offset)) != record.value:
             report.dirty_reads.append(record)
+    if committed is not None:
+        _check_read_committed(history, committed, report)
     return report
+
+
+def _check_read_committed(history: History, committed: list[Record], report: Report) -> None:
+    written: dict[str, set[bytes]] = defaultdict(set)
+    for write in history.attempted.values():
+        if write.txn is not None:
+            written[write.txn].add(write.value)
+    visible: dict[str, set[bytes]] = defaultdict(set)
+    for record in committed:
+        write = history.attempted.get(record.value)
+        if write is None or write.txn is None:
+            continue
+        if history.txn_outcomes.get(write.txn) is False:
+            report.aborted_reads.append(record)
+        visible[write.txn].add(record.value)
+    for txn, values in written.items():
+        seen = len(visible.get(txn, ()))
+        must_show_all = history.txn_outcomes.get(txn) is True
+        if (0 < seen < len(values)) or (must_show_all and seen < len(values)):
+            report.partial_txns[txn] = (seen, len(values))
 
 
 def unavailability(ack_times: list[float], start: float, end: float, gap_s: float) -> list[
