@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -55,6 +56,9 @@ def main() -> int:
     parser.add_argument(
         "--overlap", action="store_true", help="two faults at a time (the second starts late)"
     )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the data and broker logs when it fails"
+    )
     args = parser.parse_args()
     reason = nft_unusable_reason()
     if reason is not None:
@@ -69,6 +73,7 @@ def main() -> int:
     print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
     with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
         base = Path(tmp)
+        kept = Path(tempfile.mkdtemp(prefix="jepsen-kept-")) if args.keep else None
         zookeeper = ZooKeeperServer(base / "zookeeper").start()
         firewall = Firewall(f"campaign_{seed}")
         cluster = FaultyCluster(
@@ -104,6 +109,10 @@ def main() -> int:
             f"(ratio {rate / offered:.2f}); whole run {time.monotonic() - started:.0f} s"
         )
         ok = result.report.valid and result.settled and result.nemesis_error is None
+        if kept is not None and not ok:
+            skip = shutil.ignore_patterns("zookeeper")
+            shutil.copytree(base, kept, dirs_exist_ok=True, ignore=skip)
+            print(f"data and broker logs kept in {kept}")
         return 0 if ok else 1
 
 

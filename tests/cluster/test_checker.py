@@ -131,3 +131,13 @@ def test_a_partly_visible_transaction_is_reported() -> None:
     history.end_txn("t1", None)
     assert check(history, final, committed=[]).valid
     assert not check(history, final, committed=[final[2]]).valid
+
+
+def test_an_acknowledgement_without_offset_only_needs_the_value_present() -> None:
+    history, final = _history()
+    history.attempt(Write("p1", 4, "t", 0, b"inferred"))
+    history.ack(Record("t", 0, None, b"inferred"), at=5.0)
+    assert check(history, [*final, Record("t", 0, 4, b"inferred")]).valid
+    report = check(history, final)
+    assert [r.value for r in report.lost] == [b"inferred"]
+    assert report.lost_ranges() == {}

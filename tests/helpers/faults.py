@@ -506,6 +506,7 @@ class CampaignResult:
     settled: bool  # every partition fully replicated again after healing
     fatal: list[str]
     nemesis_error: str | None = None  # the harness itself failed (e.g. a restart)
+    failures: Counter[str] = field(default_factory=Counter)  # failed deliveries by error
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.counts.items()))
@@ -516,6 +517,7 @@ class CampaignResult:
                 f"seed {self.seed}: {sum(self.counts.values())} faults in "
                 f"{self.duration_s:.0f} s ({kinds})",
                 self.report.summary(),
+                f"failed deliveries: {dict(self.failures) or 'none'}",
                 f"acknowledged during the faults: {self.acked_during} "
                 f"({self.acked_during / max(self.duration_s, 1e-9):.0f}/s)",
                 f"unavailable (no acknowledgement for > 2 s): {len(self.unavailable)} windows, "
@@ -589,6 +591,7 @@ def run_campaign(
         settled=settled,
         fatal=workload.fatal,
         nemesis_error=error,
+        failures=Counter(history.failed.values()),
     )
 
 
