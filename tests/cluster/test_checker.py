@@ -47,6 +47,13 @@ def test_a_duplicate_is_reported() -> None:
     report = check(history, [*final, Record("t", 0, 4, b"v2")])
     assert not report.valid
     assert report.duplicates == {b"v2": 2}
+    assert not report.moved and not report.reordered
+    # An earlier copy than the acknowledged one is a duplicate too, not a move.
+    history.attempt(Write("p1", 4, "t", 0, b"v4"))
+    history.ack(Record("t", 0, 5, b"v4"), at=5.0)
+    report = check(history, [*final, Record("t", 0, 4, b"v4"), Record("t", 0, 5, b"v4")])
+    assert report.duplicates == {b"v4": 2}
+    assert not report.moved and not report.reordered and not report.lost
 
 
 def test_a_phantom_is_reported() -> None:

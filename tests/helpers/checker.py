@@ -192,13 +192,10 @@ def check(
             # Acknowledged without an offset: librdkafka infers "persisted" for a batch
             # whose answer it lost once a later batch of the same producer succeeded.
             continue
-        elif (found.topic, found.partition, found.offset) != (
-            acked.topic,
-            acked.partition,
-            acked.offset,
-        ):
+        elif at.get((acked.topic, acked.partition, acked.offset)) != value:
+            # (A duplicate elsewhere is reported as a duplicate, not as moved.)
             report.moved.append((acked, found))
-    report.lost.sort(key=lambda r: (r.topic, r.partition, r.offset or -1))
+    report.lost.sort(key=lambda r: (r.topic, r.partition, -1 if r.offset is None else r.offset))
 
     # Per producer and partition, acknowledged sends keep their order in the log.
     streams: dict[tuple[str, str, int], list[tuple[int, Record]]] = defaultdict(list)
@@ -207,6 +204,10 @@ def check(
         found = where.get(value)
         if write is None or found is None:
             continue
+        acked = history.acked[value]
+        position = (acked.topic, acked.partition, acked.offset)
+        if acked.offset is not None and at.get(position) == value:
+            found = acked  # the acknowledged copy, where there are several
         streams[(write.producer, found.topic, found.partition)].append((write.seq, found))
     for stream in streams.values():
         stream.sort(key=lambda item: item[0])
