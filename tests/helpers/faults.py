@@ -389,6 +389,12 @@ class Workload:
                 # Outlive the faults: an unacknowledged record is indeterminate anyway.
                 "message.timeout.ms": 60000,
                 "client.id": f"jepsen-{name}",
+                # e.g. JEPSEN_RDKAFKA_DEBUG=eos,msg: why librdkafka bumps epochs (stderr)
+                **(
+                    {"debug": os.environ["JEPSEN_RDKAFKA_DEBUG"]}
+                    if os.environ.get("JEPSEN_RDKAFKA_DEBUG")
+                    else {}
+                ),
             }
         )
         history = self.history
