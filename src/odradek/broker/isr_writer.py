@@ -113,11 +113,12 @@ class IsrWriter:
         state.zk_version = found[1]
         state.isr = sorted(current.isr)
         state.controller_epoch = current.controller_epoch
-        log.info(
-            "%s-%d: partition state moved from zk version %d to %d at leader epoch %d; "
-            "taking its ISR %s",
-            topic, index, old_version, found[1], epoch, state.isr,
-        )  # fmt: skip
+        if found[1] != old_version:  # (equal: another write of ours got there first)
+            log.info(
+                "%s-%d: partition state moved from zk version %d to %d at leader epoch %d; "
+                "taking its ISR %s",
+                topic, index, old_version, found[1], epoch, state.isr,
+            )  # fmt: skip
         self.replica_manager.apply_isr_change(partition, set(current.isr))
 
 
