@@ -82,20 +82,12 @@ def test_jepsen_campaign_sample_loses_no_acknowledged_record(
     report = result.report
     assert report.acked > 500, summary
     assert not report.lost, summary  # the promise of acks=all with min.insync.replicas=2
+    assert not report.duplicates, summary  # idempotent producers
     assert not (report.moved or report.phantoms or report.reordered), summary
     assert not report.dirty_reads, summary
     assert not result.fatal, summary
     assert result.nemesis_error is None, summary
     assert result.settled, summary
-    if report.duplicates:
-        # Open finding (docs/faults.md): after librdkafka bumps its idempotent producer's
-        # epoch (messages timed out during the faults), batches the broker had already
-        # written come again under the new epoch and are written twice. Shown as XFAIL,
-        # not hidden, until it is fixed.
-        pytest.xfail(
-            f"{len(report.duplicates)} duplicated values after producer epoch bumps "
-            f"(seed {seed}); failed deliveries {dict(result.failures)}"
-        )
 
 
 @pytest.mark.timeout(300)
