@@ -137,9 +137,17 @@ def test_unclean_leader_election_loses_what_it_allows(
     wait_for(lambda: leader not in cluster.zk.get_broker_ids(), 30, "the leader's session")
     if mode == "elect-leaders":
         wait_for(lambda: cluster.partition_state(topic, 0).leader == -1, 30, "no leader")
+        # ElectLeaders goes to the controller the client's Metadata names: wait until every
+        # live broker names a live one (the killed leader may have been the controller).
+        controller = wait_for(
+            lambda: cluster.controller_id() in followers and cluster.controller_id(),
+            30,
+            "a live controller",
+        )
+        cluster.wait_all_agree_on_controller(controller)
         electing = cluster.admin(*followers)  # kept alive until the future is done
         futures = electing.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 0)])
-        results = futures.result(30)
+        results = futures.result(60)
         assert results[TopicPartition(topic, 0)] is None, results
     after = [f"c{i}".encode() for i in range(5)]
     if mode == "disabled":
