@@ -21,7 +21,6 @@ from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
 from odradek.broker import producer_ids
-
 from tests.helpers.checker import History, check
 from tests.helpers.cluster import BrokerCluster, wait_for
 from tests.helpers.faults import (
