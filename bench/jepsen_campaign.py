@@ -73,7 +73,6 @@ def main() -> int:
     print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
     with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
         base = Path(tmp)
-        kept = Path(tempfile.mkdtemp(prefix="jepsen-kept-")) if args.keep else None
         zookeeper = ZooKeeperServer(base / "zookeeper").start()
         firewall = Firewall(f"campaign_{seed}")
         cluster = FaultyCluster(
@@ -109,7 +108,8 @@ def main() -> int:
             f"(ratio {rate / offered:.2f}); whole run {time.monotonic() - started:.0f} s"
         )
         ok = result.report.valid and result.settled and result.nemesis_error is None
-        if kept is not None and not ok:
+        if args.keep and not ok:
+            kept = Path(tempfile.mkdtemp(prefix="jepsen-kept-"))
             skip = shutil.ignore_patterns("zookeeper")
             shutil.copytree(base, kept, dirs_exist_ok=True, ignore=skip)
             print(f"data and broker logs kept in {kept}")
