@@ -318,6 +318,23 @@ def test_stop_replica_without_delete_stops_leading_and_keeps_the_log(
     assert (tmp_path / "t-0").exists()  # the data stays
 
 
+def test_a_replica_stopped_without_delete_serves_again_after_leader_and_isr(
+    broker: InterBrokerHandlers,
+) -> None:
+    """A broker restarted within its session is told to follow, then StopReplica (the
+    controller handling its old incarnation), then follow again: the log must take
+    appends again, not stay closed (found by the fault campaign)."""
+    run(broker.handle_leader_and_isr(None, leader_and_isr([partition_state(0, ME, 2, [ME])])))
+    first = broker.replica_manager.append("t", 0, make_batch([b"a"]), required_acks=1)
+    assert first.error_code == 0
+    run(broker.handle_stop_replica(None, stop_replica([(0, 2, False)])))
+    run(broker.handle_leader_and_isr(None, leader_and_isr([partition_state(0, ME, 3, [ME])])))
+    result = broker.replica_manager.append("t", 0, make_batch([b"b"]), required_acks=1)
+    assert result.error_code == 0
+    partition = broker.replica_manager.partition("t", 0)
+    assert partition is not None and partition.log.log_end_offset == 2
+
+
 def test_controlled_shutdown_needs_the_controller(broker: InterBrokerHandlers) -> None:
     cls = interbroker.request_class(interbroker.CONTROLLED_SHUTDOWN, 3)
     request = cls(broker_id=2, broker_epoch=7)

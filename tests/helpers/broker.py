@@ -18,23 +18,25 @@ from pathlib import Path
 STARTUP_TIMEOUT_S = 30.0
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+def wait_for_port(
+    port: int, timeout: float, proc: subprocess.Popen | None = None, host: str = "127.0.0.1"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"broker exited early with code {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
 class BrokerProcess:
@@ -45,21 +47,27 @@ class BrokerProcess:
         port: int | None = None,
         overrides: dict[str, str] | None = None,
         log_path: Path | None = None,
+        host: str = "127.0.0.1",
+        wrapper: list[str] | None = None,
     ) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
+        # Another loopback alias (127.0.0.2...) lets fault tests cut traffic per broker;
+        # ``wrapper`` prefixes the command (e.g. setpriv to run under a group id of its own).
+        self.host = host
+        self.wrapper = list(wrapper or [])
+        self.port = port or free_port(host)
         self.overrides = dict(overrides or {})
         self.log_path = log_path or data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "odradek", "server", "--log-level", "INFO"]
+        cmd = [*self.wrapper, sys.executable, "-m", "odradek", "server", "--log-level", "INFO"]
         settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dir": str(self.data_dir),
             # Tests want new groups to rebalance at once and idle fetches to return fast.
             "group.initial.rebalance.delay.ms": "0",
@@ -82,7 +90,7 @@ class BrokerProcess:
         )
         log_file.close()
         try:
-            wait_for_port(self.port, STARTUP_TIMEOUT_S, self.proc)
+            wait_for_port(self.port, STARTUP_TIMEOUT_S, self.proc, self.host)
         except Exception:
             self.kill()
             raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from odradek.broker.partition import ReplicaStates, Role
 from odradek.broker.replica_manager import Partition, ReplicaManager
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import PartitionState
+from odradek.cluster.zk.errors import StaleVersion
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,10 @@ class IsrWriter:
                 version = await asyncio.to_thread(
                     self.zk.update_partition_state, topic, index, written, state.zk_version
                 )
-            except Exception as exc:  # StaleVersion (deposed), ZooKeeper unreachable
+            except StaleVersion as exc:
+                await self._resync(partition, state, epoch, exc)
+                return
+            except Exception as exc:  # ZooKeeper unreachable
                 log.warning(
                     "%s-%d: ISR change %s -> %s not written (zk version %d, leader epoch %d): %s",
                     topic,
@@ -78,6 +83,43 @@ class IsrWriter:
                 log.warning("%s-%d: ISR change notification failed: %s", topic, index, exc)
         finally:
             partition.isr_update_pending = False
+
+
+    async def _resync(self, partition: Partition, state: Any, epoch: int, exc: Exception) -> None:
+        """A stale znode version. If the znode still names this broker leader at this
+        leader epoch, the controller rewrote it without electing anyone (a LeaderAndIsr
+        with an equal epoch is not applied, so none brings the new version): take its
+        version and ISR, and the next check writes the change again. Otherwise this
+        broker was deposed and waits for the controller's LeaderAndIsr. (Found by the
+        fault campaign: a leader stuck for minutes with an ISR of one, every expansion
+        refused, acks=all writes timing out.)"""
+        topic, index = partition.topic, partition.index
+        try:
+            found = await asyncio.to_thread(self.zk.get_partition_state, topic, index)
+        except Exception as read_exc:
+            log.warning("%s-%d: ISR change not written (%s); re-read failed: %s",
+                        topic, index, exc, read_exc)  # fmt: skip
+            return
+        if self.states.get(topic, index) is not state or state.leader_epoch != epoch:
+            return  # a LeaderAndIsr arrived meanwhile
+        current = found[0] if found is not None else None
+        if current is None or current.leader != state.leader or current.leader_epoch != epoch:
+            log.warning(
+                "%s-%d: ISR change not written (%s): deposed, waiting for the controller",
+                topic, index, exc,
+            )  # fmt: skip
+            return
+        old_version = state.zk_version
+        state.zk_version = found[1]
+        state.isr = sorted(current.isr)
+        state.controller_epoch = current.controller_epoch
+        if found[1] != old_version:  # (equal: another write of ours got there first)
+            log.info(
+                "%s-%d: partition state moved from zk version %d to %d at leader epoch %d; "
+                "taking its ISR %s",
+                topic, index, old_version, found[1], epoch, state.isr,
+            )  # fmt: skip
+        self.replica_manager.apply_isr_change(partition, set(current.isr))
 
 
 async def run_isr_expiration(replica_manager: ReplicaManager, lag_time_ms: int) -> None:

@@ -283,6 +283,23 @@ class ReplicaFetcher:
                 leader_epoch,
                 leader_end_offset,
             )
+            high_watermark = partition.high_watermark
+            if target < high_watermark:
+                # Only an unclean leader election (or acks=1 writes) makes a new leader
+                # lack records below our high watermark: say which ones are gone rather
+                # than dropping them silently (Kafka warns "below high watermark" too).
+                log.warning(
+                    "%s-%d: truncating below the high watermark %d: offsets %d-%d, "
+                    "acknowledged to producers and committed here, are not on leader %d "
+                    "(epoch %d) and are lost (unclean leader election?)",
+                    partition.topic,
+                    partition.index,
+                    high_watermark,
+                    target,
+                    min(high_watermark, leo) - 1,
+                    self.leader_id,
+                    leader_epoch,
+                )
             await asyncio.to_thread(log_.truncate_to, max(target, 0))
             partition.set_follower_high_watermark(partition.high_watermark)
 

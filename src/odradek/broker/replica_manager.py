@@ -325,16 +325,19 @@ class ReplicaManager:
         return UNKNOWN_TOPIC_OR_PARTITION
 
     def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
-        partition = self._partitions.pop((topic, index), None)
+        self._partitions.pop((topic, index), None)
         if self.cleaner is not None:
             self.cleaner.abort_and_pause(topic, index)
         try:
             if delete:
                 self.log_manager.delete_log(topic, index)
             elif partition is not None:
-                # Hosted again later: it starts from where it was.
+                # Hosted again later: it starts from where it was. The log stays open in
+                # the log manager, as Kafka's stopReplicas leaves it: a later LeaderAndIsr
+                # takes the same Log object back from get_or_create_log, and a closed one
+                # would refuse every append for good (the fault campaign found a restarted
+                # follower stuck on "log ... is closed").
                 self._checkpointed_hw[(topic, index)] = partition.high_watermark
-                partition.log.close()
         finally:
             if self.cleaner is not None:
                 self.cleaner.remove_partition(topic, index)

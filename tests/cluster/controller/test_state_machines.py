@@ -213,3 +213,22 @@ def test_batched_requests_carry_controller_and_broker_epochs_through_the_codec()
         assert decoded.controller_id == 1 and decoded.controller_epoch == 5
         assert decoded.broker_epoch == 100 + request.broker
     assert batch.is_empty()
+
+
+def test_a_bounced_broker_is_not_stopped_after_being_told_to_follow() -> None:
+    """Failure then start-up of a broker restarted within one event: its StopReplica
+    (no delete) must not reach it after the LeaderAndIsr that makes it follow again
+    (found by the fault campaign: the restarted broker stayed out of the ISR)."""
+    ctx = context({1, 2, 3})
+    batch = RequestBatch(1)
+    state = LeaderIsr(1, 3, (1, 2), 5, 7)
+    batch.add_stop_replica([3], TP, delete=False)
+    batch.add_stop_replica([2], TP, delete=False)
+    batch.add_leader_and_isr([3], TP, state)
+    sent = [(r.broker, r.api_key) for r in batch.requests(ctx)]
+    assert (3, ib.LEADER_AND_ISR) in sent and (3, ib.STOP_REPLICA) not in sent
+    assert (2, ib.STOP_REPLICA) in sent  # only the superseded one goes
+    # A deletion is not superseded.
+    batch.add_stop_replica([3], TP, delete=True)
+    batch.add_leader_and_isr([3], TP, state)
+    assert (3, ib.STOP_REPLICA) in [(r.broker, r.api_key) for r in batch.requests(ctx)]

@@ -254,7 +254,13 @@ class PartitionStateMachine:
                     replicas, current.isr, live, True
                 )
             if unclean:
-                log.warning("unclean leader election for %s-%d: broker %s", *tp, leader)
+                log.warning(
+                    "unclean leader election for %s-%d: broker %s leads though it was not in "
+                    "the ISR %s; records only they had are lost",
+                    *tp,
+                    leader,
+                    list(current.isr),
+                )
                 recovery = 1  # RECOVERING: the new leader may lack acknowledged records
         elif strategy is Strategy.CONTROLLED_SHUTDOWN:
             leader, isr = election.controlled_shutdown_leader(

@@ -60,6 +60,16 @@ class RequestBatch:
         for broker in brokers:
             if broker >= 0:
                 self.leader_and_isr.setdefault(broker, {})[tp] = (state, is_new)
+                # A StopReplica (no delete) queued earlier in this event is superseded:
+                # Kafka sends each state change's batch at once, so a bounced broker gets
+                # StopReplica (its old incarnation failed) and then LeaderAndIsr (it
+                # started). One batch sends LeaderAndIsr first; keeping the StopReplica
+                # would leave the restarted broker stopped until the next leader change.
+                pending = self.stop_replica.get(broker)
+                if pending is not None and pending.get(tp) is False:
+                    del pending[tp]
+                    if not pending:
+                        del self.stop_replica[broker]
         self.update_metadata_partitions.add(tp)
 
     def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition, delete: bool) -> None:

@@ -1,0 +1,120 @@
+"""The long Jepsen-style campaign: many random faults against a three-broker cluster.
+
+Run from the repository root, as root (nftables, ``setpriv --regid``):
+
+    .venv/bin/python bench/jepsen_campaign.py --faults 100 --seed 7
+    .venv/bin/python bench/jepsen_campaign.py --faults 1000 --duration 600
+
+It starts a standalone ZooKeeper (Debian ``zookeeper``) on 127.0.0.1 and brokers 1-3 on
+127.0.0.2-4 under their own group ids, creates a topic (replication factor 3,
+``min.insync.replicas=2``), runs idempotent acks=all confluent-kafka producers and a
+reader, and applies ``--faults`` random faults one after another (seeded; stops early
+after ``--duration`` seconds): SIGKILL and restart, SIGSTOP short or past the ZooKeeper
+session timeout, a partition between two brokers, a broker isolated from everyone, a
+broker cut from ZooKeeper. Then it heals everything, reads the log back and prints the
+checker's verdict (lost, moved, duplicated, reordered, phantom records, dirty reads),
+the faults by kind, the acknowledged writes, the unavailability windows and the fault
+schedule. Exit code 1 when the checker finds an anomaly.
+
+The baseline is the producers' offered rate (``--rate`` per producer): the summary says
+how much of it was acknowledged while the faults were on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from odradek.cluster.zookeeper_server import ZooKeeperServer
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.helpers.faults import (  # noqa: E402
+    KINDS,
+    FaultyCluster,
+    Firewall,
+    nft_unusable_reason,
+    run_campaign,
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", type=int, default=5, help="faults to inject (default 5)")
+    parser.add_argument("--duration", type=float, default=None, help="stop faults after S s")
+    parser.add_argument("--seed", type=int, default=None, help="RNG seed (random if unset)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=100.0, help="records/s per producer")
+    parser.add_argument(
+        "--overlap", action="store_true", help="two faults at a time (the second starts late)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the data and broker logs when it fails"
+    )
+    args = parser.parse_args()
+    reason = nft_unusable_reason()
+    if reason is not None:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        print(f"error: unknown fault kinds {sorted(unknown)}; known: {KINDS}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
+        base = Path(tmp)
+        zookeeper = ZooKeeperServer(base / "zookeeper").start()
+        firewall = Firewall(f"campaign_{seed}")
+        cluster = FaultyCluster(
+            base,
+            f"{zookeeper.connect}/jepsen",
+            3,
+            {"replica.lag.time.max.ms": "5000", "replica.socket.timeout.ms": "5000"},
+        )
+        started = time.monotonic()
+        try:
+            cluster.start()
+            result = run_campaign(
+                cluster,
+                firewall,
+                seed,
+                args.faults,
+                partitions=args.partitions,
+                producers=args.producers,
+                rate=args.rate,
+                kinds=kinds,
+                max_duration_s=args.duration,
+                overlap=args.overlap,
+            )
+        finally:
+            firewall.close()
+            cluster.close()
+            zookeeper.stop()
+        print(result.summary())
+        offered = args.rate * args.producers
+        rate = result.acked_during / max(result.duration_s, 1e-9)
+        print(
+            f"acknowledged {rate:.0f}/s during the faults vs {offered:.0f}/s offered "
+            f"(ratio {rate / offered:.2f}); whole run {time.monotonic() - started:.0f} s"
+        )
+        ok = result.report.valid and result.settled and result.nemesis_error is None
+        if args.keep and not ok:
+            kept = Path(tempfile.mkdtemp(prefix="jepsen-kept-"))
+            skip = shutil.ignore_patterns("zookeeper")
+            shutil.copytree(base, kept, dirs_exist_ok=True, ignore=skip)
+            print(f"data and broker logs kept in {kept}")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

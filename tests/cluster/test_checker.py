@@ -1,0 +1,150 @@
+"""The Jepsen-style checker catches each kind of anomaly (it must be able to fail)."""
+
+from __future__ import annotations
+
+from tests.helpers.checker import History, Record, Write, check, unavailability
+
+
+def _history(values: int = 4) -> tuple[History, list[Record]]:
+    """A clean history: one producer wrote v0..v3 to t-0, all acknowledged at 0..3."""
+    history = History()
+    final = []
+    for i in range(values):
+        value = f"v{i}".encode()
+        history.attempt(Write("p1", i, "t", 0, value))
+        record = Record("t", 0, i, value)
+        history.ack(record, at=float(i))
+        final.append(record)
+    return history, final
+
+
+def test_a_clean_history_is_valid() -> None:
+    history, final = _history()
+    history.observe(Record("t", 0, 1, b"v1"))
+    report = check(history, final)
+    assert report.valid, report.summary()
+    assert (report.acked, report.attempted, report.read) == (4, 4, 4)
+
+
+def test_an_unacknowledged_write_may_or_may_not_be_there() -> None:
+    history, final = _history()
+    history.attempt(Write("p1", 4, "t", 0, b"maybe"))
+    assert check(history, final).valid
+    assert check(history, [*final, Record("t", 0, 4, b"maybe")]).valid
+
+
+def test_a_lost_acknowledged_record_is_reported_with_its_offsets() -> None:
+    history, final = _history()
+    report = check(history, [final[0], final[3]])
+    assert not report.valid
+    assert [r.value for r in report.lost] == [b"v1", b"v2"]
+    assert report.lost_ranges() == {("t", 0): [(1, 2)]}
+    assert "lost acknowledged offsets of t-0: 1-2" in report.summary()
+
+
+def test_a_duplicate_is_reported() -> None:
+    history, final = _history()
+    report = check(history, [*final, Record("t", 0, 4, b"v2")])
+    assert not report.valid
+    assert report.duplicates == {b"v2": 2}
+    assert not report.moved and not report.reordered
+    # An earlier copy than the acknowledged one is a duplicate too, not a move.
+    history.attempt(Write("p1", 4, "t", 0, b"v4"))
+    history.ack(Record("t", 0, 5, b"v4"), at=5.0)
+    report = check(history, [*final, Record("t", 0, 4, b"v4"), Record("t", 0, 5, b"v4")])
+    assert report.duplicates == {b"v4": 2}
+    assert not report.moved and not report.reordered and not report.lost
+
+
+def test_a_phantom_is_reported() -> None:
+    history, final = _history()
+    report = check(history, [*final, Record("t", 0, 4, b"never-written")])
+    assert not report.valid
+    assert [r.value for r in report.phantoms] == [b"never-written"]
+
+
+def test_a_reused_offset_is_reported_as_moved() -> None:
+    # v3 was acknowledged at offset 3, but after a truncation the log has v3 at offset 2.
+    history, final = _history()
+    report = check(history, [final[0], final[1], Record("t", 0, 2, b"v2"), Record("t", 0, 3, b"x")])
+    assert [r.value for r in report.phantoms] == [b"x"]
+    assert [(a.value, f.offset) for a, f in report.moved] == [] and report.lost
+    report = check(history, [final[0], final[1], final[2], Record("t", 0, 7, b"v3")])
+    assert [(a.offset, f.offset) for a, f in report.moved] == [(3, 7)]
+    assert not report.valid
+
+
+def test_reordered_acknowledged_writes_are_reported() -> None:
+    history, _ = _history()
+    final = [
+        Record("t", 0, 0, b"v0"),
+        Record("t", 0, 1, b"v2"),
+        Record("t", 0, 2, b"v1"),
+        Record("t", 0, 3, b"v3"),
+    ]
+    report = check(history, final)
+    assert [(a.value, b.value) for a, b in report.reordered] == [(b"v1", b"v2")]
+
+
+def test_a_read_above_the_high_watermark_is_a_dirty_read() -> None:
+    history, final = _history()
+    history.attempt(Write("p1", 4, "t", 0, b"uncommitted"))
+    history.observe(Record("t", 0, 4, b"uncommitted"))  # seen during the run...
+    report = check(history, final)  # ...and truncated away afterwards
+    assert [r.value for r in report.dirty_reads] == [b"uncommitted"]
+    assert not report.valid
+
+
+def test_unavailability_windows() -> None:
+    assert unavailability([1.0, 1.5, 5.0, 5.2], 0.0, 6.0, gap_s=2.0) == [(1.5, 5.0)]
+    assert unavailability([], 10.0, 13.0, gap_s=2.0) == [(0.0, 3.0)]
+
+
+def _txn_history() -> tuple[History, list[Record]]:
+    """t1 committed (c0, c1), t2 aborted (a0, a1): the log holds all four."""
+    history = History()
+    final = []
+    for offset, (txn, value) in enumerate(
+        [("t1", b"c0"), ("t2", b"a0"), ("t1", b"c1"), ("t2", b"a1")]
+    ):
+        history.attempt(Write("tp", offset, "t", 0, value, txn=txn))
+        final.append(Record("t", 0, offset, value))
+    for record in (final[0], final[2]):
+        history.ack(record, at=1.0)
+    history.end_txn("t1", True)
+    history.end_txn("t2", False)
+    return history, final
+
+
+def test_read_committed_sees_committed_transactions_whole_and_no_aborted_one() -> None:
+    history, final = _txn_history()
+    assert check(history, final, committed=[final[0], final[2]]).valid
+
+
+def test_an_aborted_record_visible_to_read_committed_is_reported() -> None:
+    history, final = _txn_history()
+    report = check(history, final, committed=[final[0], final[1], final[2]])
+    assert [r.value for r in report.aborted_reads] == [b"a0"]
+    assert report.partial_txns == {"t2": (1, 2)}
+    assert not report.valid
+
+
+def test_a_partly_visible_transaction_is_reported() -> None:
+    history, final = _txn_history()
+    report = check(history, final, committed=[final[0]])
+    assert report.partial_txns == {"t1": (1, 2)}
+    assert not report.valid
+    # An unknown outcome may be all or nothing, never a part.
+    history.end_txn("t1", None)
+    assert check(history, final, committed=[]).valid
+    assert not check(history, final, committed=[final[2]]).valid
+
+
+def test_an_acknowledgement_without_offset_only_needs_the_value_present() -> None:
+    history, final = _history()
+    history.attempt(Write("p1", 4, "t", 0, b"inferred"))
+    history.ack(Record("t", 0, None, b"inferred"), at=5.0)
+    assert check(history, [*final, Record("t", 0, 4, b"inferred")]).valid
+    report = check(history, final)
+    assert [r.value for r in report.lost] == [b"inferred"]
+    assert report.lost_ranges() == {}

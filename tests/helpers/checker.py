@@ -1,0 +1,254 @@
+"""A Jepsen-style checker for a replicated log: what was acknowledged against what is there.
+
+The workload records a :class:`History`: every value it tried to write (with the
+producer and that producer's send sequence), every acknowledgement (topic, partition,
+offset, value), and every record a consumer read *during* the faults. After the faults
+are healed the whole log is read back (``final``) and :func:`check` compares:
+
+- **lost**: an acknowledged value that is not in the final log (acks=all promised it);
+- **moved**: an acknowledged value found at another partition/offset than the one
+  acknowledged (an offset handed out twice: the first write was truncated away);
+- **duplicates**: a value written once appearing more than once (idempotence forbids it);
+- **reordered**: two acknowledged writes of one producer to one partition whose final
+  offsets are in the opposite order of their sends;
+- **phantoms**: a value in the log that no producer ever tried to write;
+- **dirty reads**: a record a consumer saw during the run that is not at that position
+  in the final log: it was served above the high watermark and later truncated.
+
+With transactions (a :class:`Write` names its ``txn``; :meth:`History.end_txn` records
+whether the commit was acknowledged, the abort done, or the outcome unknown), a
+``read_committed`` read of the log is checked too:
+
+- **aborted reads**: a value of an aborted transaction is visible to read_committed;
+- **partial transactions**: a transaction of which read_committed shows some values but
+  not all (atomicity); a committed one must show all (a missing value is **lost** when the
+  workload recorded the commit's values as acknowledged).
+
+Unacknowledged writes are indeterminate (they may or may not be there), as in Jepsen.
+Pure data in, a :class:`Report` out, so the checker itself is unit-tested with histories
+that break each rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+Position = tuple[str, int, int]  # topic, partition, offset
+
+
+@dataclass(frozen=True)
+class Write:
+    producer: str
+    seq: int  # the producer's send order
+    topic: str
+    partition: int
+    value: bytes
+    txn: str | None = None  # the transaction it was written in, if any
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int | None  # None: acknowledged without an offset
+    value: bytes
+
+
+@dataclass
+class History:
+    """Thread-safe: producers and readers append from their own threads."""
+
+    attempted: dict[bytes, Write] = field(default_factory=dict)
+    acked: dict[bytes, Record] = field(default_factory=dict)
+    ack_times: list[float] = field(default_factory=list)
+    failed: dict[bytes, str] = field(default_factory=dict)
+    observed: list[Record] = field(default_factory=list)
+    txn_outcomes: dict[str, bool | None] = field(default_factory=dict)  # None: unknown
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def attempt(self, write: Write) -> None:
+        with self._lock:
+            self.attempted[write.value] = write
+
+    def ack(self, record: Record, at: float) -> None:
+        with self._lock:
+            self.acked[record.value] = record
+            self.ack_times.append(at)
+
+    def fail(self, value: bytes, error: str) -> None:
+        with self._lock:
+            self.failed[value] = error
+
+    def observe(self, record: Record) -> None:
+        with self._lock:
+            self.observed.append(record)
+
+    def end_txn(self, txn: str, committed: bool | None) -> None:
+        """True: commit acknowledged; False: aborted; None: the outcome is unknown."""
+        with self._lock:
+            self.txn_outcomes[txn] = committed
+
+
+@dataclass
+class Report:
+    acked: int
+    attempted: int
+    read: int
+    lost: list[Record] = field(default_factory=list)
+    moved: list[tuple[Record, Record]] = field(default_factory=list)  # (acked, found)
+    duplicates: dict[bytes, int] = field(default_factory=dict)
+    reordered: list[tuple[Record, Record]] = field(default_factory=list)
+    phantoms: list[Record] = field(default_factory=list)
+    dirty_reads: list[Record] = field(default_factory=list)
+    aborted_reads: list[Record] = field(default_factory=list)
+    partial_txns: dict[str, tuple[int, int]] = field(default_factory=dict)  # seen, written
+
+    @property
+    def valid(self) -> bool:
+        return not (
+            self.aborted_reads
+            or self.partial_txns
+            or self.lost
+            or self.moved
+            or self.duplicates
+            or self.reordered
+            or self.phantoms
+            or self.dirty_reads
+        )
+
+    def lost_ranges(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """The acknowledged offsets lost, as inclusive ranges per partition."""
+        by_partition: dict[tuple[str, int], list[int]] = defaultdict(list)
+        for record in self.lost:
+            if record.offset is not None and record.offset >= 0:
+                by_partition[(record.topic, record.partition)].append(record.offset)
+        ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for key, offsets in sorted(by_partition.items()):
+            offsets.sort()
+            spans = [[offsets[0], offsets[0]]]
+            for offset in offsets[1:]:
+                if offset == spans[-1][1] + 1:
+                    spans[-1][1] = offset
+                else:
+                    spans.append([offset, offset])
+            ranges[key] = [(a, b) for a, b in spans]
+        return ranges
+
+    def summary(self) -> str:
+        lines = [
+            f"attempted {self.attempted}, acknowledged {self.acked}, read back {self.read}",
+            f"lost {len(self.lost)}, moved {len(self.moved)}, "
+            f"duplicated {len(self.duplicates)}, reordered {len(self.reordered)}, "
+            f"phantoms {len(self.phantoms)}, dirty reads {len(self.dirty_reads)}, "
+            f"aborted reads {len(self.aborted_reads)}, "
+            f"partial transactions {len(self.partial_txns)}",
+        ]
+        for (topic, partition), spans in self.lost_ranges().items():
+            text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+            lines.append(f"  lost acknowledged offsets of {topic}-{partition}: {text}")
+        for acked, found in self.moved[:5]:
+            lines.append(f"  moved: {acked} now at {found}")
+        for value, count in list(self.duplicates.items())[:5]:
+            lines.append(f"  duplicate: {value!r} x{count}")
+        for first, second in self.reordered[:5]:
+            lines.append(f"  reordered: {first} sent before {second}")
+        for record in self.phantoms[:5]:
+            lines.append(f"  phantom: {record}")
+        for record in self.dirty_reads[:5]:
+            lines.append(f"  dirty read: {record}")
+        for record in self.aborted_reads[:5]:
+            lines.append(f"  aborted but read_committed sees: {record}")
+        for txn, (seen, written) in list(self.partial_txns.items())[:5]:
+            lines.append(f"  partial transaction {txn}: {seen} of {written} values visible")
+        return "\n".join(lines)
+
+
+def check(
+    history: History, final: list[Record], committed: list[Record] | None = None
+) -> Report:
+    """Compare the history with the log read back after healing (``final``, read
+    uncommitted) and, with transactions, with a read_committed read (``committed``)."""
+    report = Report(
+        acked=len(history.acked), attempted=len(history.attempted), read=len(final)
+    )
+    counts = Counter(record.value for record in final)
+    report.duplicates = {value: n for value, n in counts.items() if n > 1}
+    where: dict[bytes, Record] = {}
+    at: dict[Position, bytes] = {}
+    for record in final:
+        where.setdefault(record.value, record)
+        at[(record.topic, record.partition, record.offset)] = record.value
+        if record.value not in history.attempted:
+            report.phantoms.append(record)
+
+    for value, acked in history.acked.items():
+        found = where.get(value)
+        if found is None:
+            report.lost.append(acked)
+        elif acked.offset is None or acked.offset < 0:
+            # Acknowledged without an offset: librdkafka infers "persisted" for a batch
+            # whose answer it lost once a later batch of the same producer succeeded.
+            continue
+        elif at.get((acked.topic, acked.partition, acked.offset)) != value:
+            # (A duplicate elsewhere is reported as a duplicate, not as moved.)
+            report.moved.append((acked, found))
+    report.lost.sort(key=lambda r: (r.topic, r.partition, -1 if r.offset is None else r.offset))
+
+    # Per producer and partition, acknowledged sends keep their order in the log.
+    streams: dict[tuple[str, str, int], list[tuple[int, Record]]] = defaultdict(list)
+    for value in history.acked:
+        write = history.attempted.get(value)
+        found = where.get(value)
+        if write is None or found is None:
+            continue
+        acked = history.acked[value]
+        position = (acked.topic, acked.partition, acked.offset)
+        if acked.offset is not None and at.get(position) == value:
+            found = acked  # the acknowledged copy, where there are several
+        streams[(write.producer, found.topic, found.partition)].append((write.seq, found))
+    for stream in streams.values():
+        stream.sort(key=lambda item: item[0])
+        for (_, first), (_, second) in itertools.pairwise(stream):
+            if first.offset > second.offset:
+                report.reordered.append((first, second))
+
+    for record in history.observed:
+        if at.get((record.topic, record.partition, record.offset)) != record.value:
+            report.dirty_reads.append(record)
+    if committed is not None:
+        _check_read_committed(history, committed, report)
+    return report
+
+
+def _check_read_committed(history: History, committed: list[Record], report: Report) -> None:
+    written: dict[str, set[bytes]] = defaultdict(set)
+    for write in history.attempted.values():
+        if write.txn is not None:
+            written[write.txn].add(write.value)
+    visible: dict[str, set[bytes]] = defaultdict(set)
+    for record in committed:
+        write = history.attempted.get(record.value)
+        if write is None or write.txn is None:
+            continue
+        if history.txn_outcomes.get(write.txn) is False:
+            report.aborted_reads.append(record)
+        visible[write.txn].add(record.value)
+    for txn, values in written.items():
+        seen = len(visible.get(txn, ()))
+        must_show_all = history.txn_outcomes.get(txn) is True
+        if (0 < seen < len(values)) or (must_show_all and seen < len(values)):
+            report.partial_txns[txn] = (seen, len(values))
+
+
+def unavailability(ack_times: list[float], start: float, end: float, gap_s: float) -> list[
+    tuple[float, float]
+]:
+    """Windows longer than ``gap_s`` with no acknowledgement, relative to ``start``."""
+    times = sorted(t for t in ack_times if start <= t <= end)
+    edges = [start, *times, end]
+    return [
+        (a - start, b - start) for a, b in itertools.pairwise(edges) if b - a > gap_s
+    ]
