@@ -325,7 +325,7 @@ class ReplicaManager:
         return UNKNOWN_TOPIC_OR_PARTITION
 
     def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
-        self._partitions.pop((topic, index), None)
+        partition = self._partitions.pop((topic, index), None)
         if self.cleaner is not None:
             self.cleaner.abort_and_pause(topic, index)
         try:
