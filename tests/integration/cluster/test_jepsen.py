@@ -56,8 +56,13 @@ def faulty_cluster(tmp_path: Path, zk_connect: str, firewall: Firewall) -> Itera
         tmp_path,
         zk_connect,
         3,
-        # ISR shrinks within the faults' durations, so they are exercised too.
-        {"replica.lag.time.max.ms": "5000", "replica.socket.timeout.ms": "5000"},
+        # ISR shrinks within the faults' durations, so they are exercised too; high
+        # watermarks are checkpointed often, so a killed broker restarts with a recent one.
+        {
+            "replica.lag.time.max.ms": "5000",
+            "replica.socket.timeout.ms": "5000",
+            "replica.high.watermark.checkpoint.interval.ms": "200",
+        },
     )
     try:
         cluster.start()
@@ -132,7 +137,15 @@ def test_unclean_leader_election_loses_what_it_allows(
     # 2. It acknowledges acks=all writes alone (min.insync.replicas=1).
     alone = [f"b{i}".encode() for i in range(10)]
     assert produce_recorded(bootstrap, topic, alone, history, "alone", **plain) == 10
-    # 3. It dies; the network heals.
+    # 3. It dies once its high watermark of 20 is checkpointed (a restarted broker knows
+    # no newer one: Kafka's is as durable as its replication-offset-checkpoint too); the
+    # network heals.
+    checkpoint = cluster.brokers[leader].data_dir / "replication-offset-checkpoint"
+    wait_for(
+        lambda: checkpoint.exists() and f"{topic} 0 20" in checkpoint.read_text(),
+        30,
+        "the leader's high watermark checkpoint",
+    )
     cluster.brokers[leader].kill()
     firewall.heal()
     wait_for(lambda: leader not in cluster.zk.get_broker_ids(), 30, "the leader's session")
