@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import cluster_mode
+from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.group.config import GroupConfig
@@ -33,6 +34,7 @@ from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import (
     acls,
     admin,
+    client_quotas,
     configs,
     fetch,
     leader_epoch,
@@ -112,6 +114,8 @@ HANDLERS: dict[int, Handler] = {
     29: acls.handle_describe_acls,
     30: acls.handle_create_acls,
     31: acls.handle_delete_acls,
+    48: client_quotas.handle_describe_client_quotas,
+    49: client_quotas.handle_alter_client_quotas,
 }
 
 
@@ -228,6 +232,11 @@ class KafkaServer:
             if self.cluster is None
             else ZkProducerIdManager(self.cluster.zk, self.broker_id)
         )
+        # Client quotas (KIP-13/KIP-55): throttle times for Produce and Fetch.
+        self.client_quotas = ClientQuotaManager(
+            self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds")
+        )
+        self.client_quota_store: Any = LocalQuotaStore(self.metadata, self.client_quotas)
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
             self.cleaner = LogCleaner(

@@ -387,6 +387,8 @@ RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
     api.DELETE_ACLS: _cluster(ALTER),
     # AlterPartitionReassignments / ListPartitionReassignments (KIP-455), by number: a key
     # without a handler is never dispatched, so the rule waits harmlessly for one.
+    48: _cluster(Operation.DESCRIBE_CONFIGS),  # DescribeClientQuotas
+    49: _cluster(Operation.ALTER_CONFIGS),  # AlterClientQuotas
     45: _cluster(ALTER),
     46: _cluster(DESCRIBE),
 }
