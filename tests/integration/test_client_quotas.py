@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from odradek.client.admin import Admin
 from odradek.client.errors import KafkaError
@@ -206,3 +206,42 @@ def test_user_quota_over_sasl_applies_to_that_user_only(
     alice_rate, alice_throttles = _produce_for(config("alice"), "q-alice", 6)
     assert bob_throttles == []
     assert alice_throttles and alice_rate < QUOTA * 2.5, (alice_rate, bob_rate)
+
+
+def test_consumer_over_its_quota_gets_throttled_fetches(broker: tuple[BrokerProcess, int]) -> None:
+    proc = broker[0]
+
+    async def work(admin: Admin) -> None:
+        await admin.alter_client_quotas({"client-id": "reader"}, {"consumer_byte_rate": QUOTA})
+
+    _admin(proc.bootstrap, work)
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
+    total = 8_000_000
+    for _ in range(total // 10_000):
+        producer.produce("q-read", b"y" * 10_000)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    throttles: list[int] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": proc.bootstrap,
+            "group.id": "quota-readers",
+            "client.id": "reader",
+            "auto.offset.reset": "earliest",
+            "throttle_cb": lambda event: throttles.append(int(event.throttle_time * 1000)),
+        }
+    )
+    consumer.subscribe(["q-read"])
+    read = 0
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < 6 and read < total:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                read += len(message.value())
+    finally:
+        consumer.close()
+    # Unthrottled, 8 MB is read in well under a second; at the quota the 11 s window
+    # allows a burst of about 2 MB, then 200 KB/s.
+    assert throttles and max(throttles) > 0
+    assert read < total * 0.6, read

@@ -705,6 +705,7 @@ class KafkaServer:
         error_code: int,
         session_id: int,
         results: list[tuple[str, int, ReadResult]],
+        throttle_ms: int = 0,
     ) -> ChunkedResponse:
         topics: dict[str, list[dict[str, Any]]] = {}
         for topic, partition, result in results:
@@ -721,7 +722,7 @@ class KafkaServer:
                 }
             )
         return ChunkedResponse(
-            encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
+            encode_fetch_response(ctx.header, throttle_ms, int(error_code), session_id, topics)
         )
 
     async def encode_fetch_off_loop(
