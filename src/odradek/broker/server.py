@@ -237,6 +237,15 @@ class KafkaServer:
             self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds")
         )
         self.client_quota_store: Any = LocalQuotaStore(self.metadata, self.client_quotas)
+        self.scram_store: Any = self.metadata
+        if self.cluster is not None and self.cluster_parts is not None:
+            # A cluster keeps both in ZooKeeper, where every broker sees them.
+            from odradek.broker.zk_user_store import ZkUserStore
+
+            user_store = ZkUserStore(self.cluster.zk, self.client_quotas)
+            await user_store.reload()
+            self.cluster_parts.configs.configs.on_user_configs.append(user_store.reload)
+            self.client_quota_store = self.scram_store = user_store
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
             self.cleaner = LogCleaner(
@@ -362,7 +371,7 @@ class KafkaServer:
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""
-        users = getattr(self.metadata, "user_scram_credentials", None)
+        users = getattr(self.scram_store, "user_scram_credentials", None)
         text = users().get(user, {}).get(mechanism) if users is not None else None
         return ScramCredential.from_text(text) if text else None
 
