@@ -13,8 +13,8 @@ Usage is counted per matched entity as Kafka tags its sensors: a ``users/<user>`
 shared by every client id of that user, a ``<default>`` match still counts each real user
 or client id on its own. The rate is Kafka's sampled rate: ``quota.window.num`` samples of
 ``quota.window.size.seconds`` each; a request that takes the rate over the quota gets a
-throttle time ``(rate - quota) / quota * window`` (bounded by one window of samples, as
-Kafka's ``maxThrottleTimeMs``), and the network layer then stops reading from the
+throttle time ``(rate - quota) / quota * window`` (not bounded, as Kafka's byte-rate
+quotas), and the network layer then stops reading from the
 connection for that long (KIP-219).
 """
 
@@ -192,10 +192,11 @@ class ClientQuotaManager:
         rate = sensor.rate.rate(now)
         if rate <= quota:
             return 0
-        throttle_s = (rate - quota) / quota * sensor.rate.elapsed(now)
         self.throttled += 1
-        # Kafka bounds a throttle by the quota window (quota.window.size.seconds x num).
-        return int(min(throttle_s, self.samples * self.window_s) * 1000)
+        # Kafka's QuotaUtils.throttleTime: the delay that brings the observed rate over the
+        # rate's own window back to the quota. Unbounded for byte rates, as in Kafka's
+        # ClientQuotaManager (only request-time and connection quotas cap it).
+        return round((rate - quota) / quota * sensor.rate.elapsed(now) * 1000)
 
     def _expire(self, now: float) -> None:
         """Forget sensors idle for an hour (Kafka's inactive sensor expiry)."""
