@@ -67,3 +67,14 @@ def test_file_is_complete_json(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / FILE_NAME).read_text())
     assert doc["topics"][0]["partitions"] == 2
     assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+
+
+def test_client_quotas_persist_across_reopen(tmp_path: Path) -> None:
+    first = store(tmp_path)
+    first.set_client_quota({"user": "u", "client-id": None}, {"producer_byte_rate": 1024.0})
+    first.set_client_quota({"client-id": "c"}, {"consumer_byte_rate": 2048.0})
+    first.set_client_quota({"client-id": "c"}, {})  # no values: the entity is removed
+    reopened = store(tmp_path)
+    assert reopened.client_quotas() == [
+        ({"user": "u", "client-id": None}, {"producer_byte_rate": 1024.0})
+    ]

@@ -316,7 +316,7 @@ def install(
         ClusterConfigHandlers(configs),
         leadership,
         coordinators,
-        address_of=address_of,
+        address_of=address_of,  # by name: the reassignments field comes before it
     )
 
 

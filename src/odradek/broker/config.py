@@ -360,6 +360,20 @@ _KEYS: list[ConfigKey] = [
         "reading pauses; -1 means no limit.",
     ),
     ConfigKey(
+        "quota.window.num",
+        "int",
+        11,
+        "Samples a client quota's rate is measured over (KIP-13).",
+        _at_least(1),
+    ),
+    ConfigKey(
+        "quota.window.size.seconds",
+        "int",
+        1,
+        "Length of one client quota sample, in seconds.",
+        _at_least(1),
+    ),
+    ConfigKey(
         "max.connections",
         "int",
         2**31 - 1,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from odradek.broker.config import KEYS, BrokerConfig
 from odradek.broker.replica_manager import ReplicaManager
@@ -24,7 +24,12 @@ from odradek.broker.topics import broker_log_defaults
 from odradek.cluster.metadata import MetadataError
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.errors import ZooKeeperError
-from odradek.cluster.zk.paths import CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC
+from odradek.cluster.zk.paths import (
+    CONFIG_TYPE_BROKER,
+    CONFIG_TYPE_CLIENT,
+    CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
+)
 from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,8 @@ class ClusterConfigs:
         self._tasks: set[asyncio.Task[None]] = set()
         # Called with the dynamic broker configs on every reload (replication throttles).
         self.on_broker_configs: list[Callable[[Mapping[str, str]], None]] = []
+        # Called when a user or client entity changed (client quotas, SCRAM credentials).
+        self.on_user_configs: list[Callable[[], Awaitable[None]]] = []
 
     # --- reading (blocking) -----------------------------------------------------------
 
@@ -148,6 +155,10 @@ class ClusterConfigs:
             log.info("Processing override for entityPath: %s", entity_path)
             await self._reload_broker_configs()
             await self._apply_to_every_log()
+        elif entity_type in (CONFIG_TYPE_USER, CONFIG_TYPE_CLIENT):
+            log.info("Processing override for entityPath: %s", entity_path)
+            for reload in self.on_user_configs:
+                await reload()
 
     async def _reload_broker_configs(self) -> None:
         dynamic, _sources = await asyncio.to_thread(self.dynamic_broker_configs)

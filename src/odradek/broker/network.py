@@ -148,6 +148,9 @@ class RequestContext:
     # With an authorizer: the request's access check (security.enforcement.Check), for
     # handlers that authorise inside (Fetch); None when every request is allowed.
     authz: Any = None
+    # KIP-219: a throttled handler calls this with the throttle time (ms); the connection
+    # reads nothing more until it is over. None outside a connection (tests).
+    mute: Callable[[int], None] | None = None
 
 
 @dataclass(slots=True)
@@ -219,6 +222,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._reserved = 0  # pool bytes reserved for the incomplete frame
         self._pool_blocked = False  # waiting for the pool to reserve the incomplete frame
         self._reading_paused = False
+        self._muted_until = 0.0  # loop time a quota throttle ends (KIP-219)
         self._write_paused = False
         self._writer_idle = False  # the writer waits for responses, none queued
         self._write_resumed: asyncio.Future[None] | None = None
@@ -450,6 +454,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._pool_blocked
             or self._in_flight >= server.max_in_flight_per_connection
             or self._pending_bytes >= server.max_buffered_bytes_per_connection
+            or self._muted_until > 0.0
         )
         if over and not self._reading_paused:
             self._reading_paused = True
@@ -457,6 +462,22 @@ class _Connection(asyncio.BufferedProtocol):
         elif not over and self._reading_paused and not self._stopping:
             self._reading_paused = False
             self._transport.resume_reading()
+
+    def mute_for(self, ms: int) -> None:
+        """Stop reading for ``ms`` after a throttled response (client quotas, KIP-219)."""
+        if ms <= 0 or self._closed or self._transport is None:
+            return
+        until = self._loop.time() + ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._update_reading()
+        self._loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted_until == until:
+            self._muted_until = 0.0
+            self._update_reading()
 
     def _request_done(self) -> None:
         self._in_flight -= 1
@@ -584,6 +605,7 @@ class _Connection(asyncio.BufferedProtocol):
             received_at,
             server.listener_name,
             self.principal,
+            mute=self.mute_for,
         )
         observer = server.request_observer
         started = server.clock() if observer is not None else 0.0

@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import cluster_mode
+from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.fetch_session import FetchManager, FetchSessionCache
@@ -34,6 +35,7 @@ from odradek.broker.group.handlers import GroupHandlers
 from odradek.broker.handlers import (
     acls,
     admin,
+    client_quotas,
     configs,
     fetch,
     leader_epoch,
@@ -114,6 +116,8 @@ HANDLERS: dict[int, Handler] = {
     29: acls.handle_describe_acls,
     30: acls.handle_create_acls,
     31: acls.handle_delete_acls,
+    48: client_quotas.handle_describe_client_quotas,
+    49: client_quotas.handle_alter_client_quotas,
 }
 
 
@@ -234,6 +238,20 @@ class KafkaServer:
             if self.cluster is None
             else ZkProducerIdManager(self.cluster.zk, self.broker_id)
         )
+        # Client quotas (KIP-13/KIP-55): throttle times for Produce and Fetch.
+        self.client_quotas = ClientQuotaManager(
+            self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds")
+        )
+        self.client_quota_store: Any = LocalQuotaStore(self.metadata, self.client_quotas)
+        self.scram_store: Any = self.metadata
+        if self.cluster is not None and self.cluster_parts is not None:
+            # A cluster keeps both in ZooKeeper, where every broker sees them.
+            from odradek.broker.zk_user_store import ZkUserStore
+
+            user_store = ZkUserStore(self.cluster.zk, self.client_quotas)
+            await user_store.reload()
+            self.cluster_parts.configs.configs.on_user_configs.append(user_store.reload)
+            self.client_quota_store = self.scram_store = user_store
         self.cleaner: LogCleaner | None = None
         if self.config.get("log.cleaner.enable") and self.config.get("log.cleaner.threads") > 0:
             self.cleaner = LogCleaner(
@@ -359,7 +377,7 @@ class KafkaServer:
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""
-        users = getattr(self.metadata, "user_scram_credentials", None)
+        users = getattr(self.scram_store, "user_scram_credentials", None)
         text = users().get(user, {}).get(mechanism) if users is not None else None
         return ScramCredential.from_text(text) if text else None
 
@@ -702,6 +720,7 @@ class KafkaServer:
         error_code: int,
         session_id: int,
         results: list[tuple[str, int, ReadResult]],
+        throttle_ms: int = 0,
     ) -> ChunkedResponse:
         topics: dict[str, list[dict[str, Any]]] = {}
         for topic, partition, result in results:
@@ -718,7 +737,7 @@ class KafkaServer:
                 }
             )
         return ChunkedResponse(
-            encode_fetch_response(ctx.header, 0, int(error_code), session_id, topics)
+            encode_fetch_response(ctx.header, throttle_ms, int(error_code), session_id, topics)
         )
 
     async def encode_fetch_off_loop(

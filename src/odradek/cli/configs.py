@@ -1,4 +1,5 @@
-"""``odradek configs``: kafka-configs.sh for topics and brokers.
+"""``odradek configs``: kafka-configs.sh for topics and brokers (users and clients, the
+client quotas, are in :mod:`odradek.cli.configs_quotas`).
 
 Kafka's flags, with the action either as kafka-configs' ``--describe`` / ``--alter`` or as
 a verb (``odradek configs describe ...``)::
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.configs_quotas import QUOTA_TYPES
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
@@ -142,10 +144,14 @@ async def _alter(
 @bootstrap_option
 @click.option(
     "--entity-type",
-    type=click.Choice(sorted(ENTITY_TYPES)),
-    help="topics or brokers.",
+    type=click.Choice(sorted([*ENTITY_TYPES, *QUOTA_TYPES])),
+    help="topics, brokers, users or clients.",
 )
 @click.option("--topic", help="Same as --entity-type topics --entity-name TOPIC.")
+@click.option("--user", help="A user principal's quotas (with --client: that pair's).")
+@click.option("--user-defaults", is_flag=True, help="The default user's quotas.")
+@click.option("--client", help="A client id's quotas (with --user: that pair's).")
+@click.option("--client-defaults", is_flag=True, help="The default client id's quotas.")
 @click.option("--broker", help="Same as --entity-type brokers --entity-name BROKER.")
 @click.option(
     "--broker-defaults",
@@ -176,6 +182,10 @@ def configs(
     bootstrap_server: str,
     entity_type: str | None,
     topic: str | None,
+    user: str | None,
+    user_defaults: bool,
+    client: str | None,
+    client_defaults: bool,
     broker: str | None,
     broker_defaults: bool,
     entity_name: str | None,
@@ -186,7 +196,7 @@ def configs(
     add_configs: tuple[str, ...],
     delete_configs: tuple[str, ...],
 ) -> None:
-    """Describe or alter topic and broker configs, as kafka-configs.sh."""
+    """Describe or alter topic, broker, user and client configs, as kafka-configs.sh."""
     from odradek.client.admin import Admin
 
     actions = {a for a, on in (("describe", describe_flag), ("alter", alter_flag)) if on}
@@ -194,6 +204,14 @@ def configs(
         actions.add(action)
     if len(actions) != 1:
         raise CliError("Command must include exactly one action: --describe, --alter")
+    quota_entity = _quota_entity(
+        entity_type, entity_name, entity_default, user, user_defaults, client, client_defaults
+    )
+    if quota_entity is not None:
+        if topic is not None or broker is not None or broker_defaults:
+            raise CliError("topics or brokers cannot be combined with users or clients")
+        _run_quotas(actions.pop(), bootstrap_server, quota_entity, add_configs, delete_configs)
+        return
     # kafka-configs' shorthands (--topic, --broker, --broker-defaults).
     shorthands = [
         (kind, name, default)
@@ -254,6 +272,72 @@ def configs(
         if name:
             return [f"Completed updating config for {entity} {name}."]
         return ["Completed updating default config for brokers in the cluster."]
+
+    for line in run(work()):
+        click.echo(line)
+
+
+def _quota_entity(
+    entity_type: str | None,
+    entity_name: str | None,
+    entity_default: bool,
+    user: str | None,
+    user_defaults: bool,
+    client: str | None,
+    client_defaults: bool,
+) -> dict[str, str | None] | None:
+    """The user / client-id quota entity the flags name ("" = any name, for --describe;
+    None = <default>), or None when they name a topic or broker."""
+    entity: dict[str, str | None] = {}
+    flags = (("user", user, user_defaults), ("client-id", client, client_defaults))
+    for kind, name, default in flags:
+        if name is not None and default:
+            raise CliError(f"--{kind.split('-')[0]} and its --*-defaults cannot be combined")
+        if name is not None or default:
+            entity[kind] = None if default else name
+    if entity_type in QUOTA_TYPES:
+        kind = QUOTA_TYPES[entity_type]
+        if kind in entity:
+            raise CliError(f"the {kind} is given twice")
+        if entity_default and entity_name is not None:
+            raise CliError("--entity-name and --entity-default cannot be used together")
+        entity[kind] = None if entity_default else entity_name or ""
+    elif entity and entity_type is not None:
+        raise CliError("topics or brokers cannot be combined with users or clients")
+    if not entity:
+        return None
+    return dict(sorted(entity.items(), key=lambda item: item[0] != "user"))
+
+
+def _run_quotas(
+    chosen: str,
+    bootstrap_server: str,
+    entity: dict[str, str | None],
+    add_configs: tuple[str, ...],
+    delete_configs: tuple[str, ...],
+) -> None:
+    from odradek.cli import configs_quotas
+    from odradek.client.admin import Admin
+
+    if chosen == "describe" and (add_configs or delete_configs):
+        raise CliError("--add-config and --delete-config need --alter")
+    if chosen == "alter" and not add_configs and not delete_configs:
+        raise CliError("--alter needs --add-config or --delete-config")
+    added: dict[str, str] = {}
+    for text in add_configs:
+        added.update(parse_add_config(text))
+    deleted = [k.strip() for text in delete_configs for k in text.split(",") if k.strip()]
+    check_bootstrap(bootstrap_server)
+
+    async def work() -> list[str]:
+        admin = Admin(bootstrap_server)
+        await admin.start()
+        try:
+            if chosen == "describe":
+                return await configs_quotas.describe(admin, entity)
+            return await configs_quotas.alter(admin, entity, added, deleted)
+        finally:
+            await admin.close()
 
     for line in run(work()):
         click.echo(line)

@@ -35,12 +35,14 @@ from odradek.client.log_dirs import LogDirDescription
 from odradek.client.log_dirs import describe_log_dirs as _describe_log_dirs
 from odradek.client.metadata import BrokerInfo, ClusterMetadata
 from odradek.client.versions import (
+    ALTER_CLIENT_QUOTAS,
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_RECORDS,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     ELECT_LEADERS,
@@ -745,6 +747,71 @@ class Admin(ClientUser):
         return dict(sorted(found.items()))
 
     # -- log directories -----------------------------------------------------------------------
+
+    # -- client quotas (KIP-546) ---------------------------------------------------------
+
+    async def _any_node(self) -> int:
+        brokers = self._client.cluster.brokers or (await self._client.metadata([])).brokers
+        return min(brokers)
+
+    async def describe_client_quotas(
+        self, components: Sequence[tuple[str, int, str | None]], *, strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """Quota entities matching ``(entity type, match type, name)`` filters (match
+        type 0 exact name, 1 the default, 2 any name) and their values."""
+        response: Any = await self._client.request(
+            await self._any_node(),
+            DESCRIBE_CLIENT_QUOTAS,
+            lambda v: build_request(
+                DESCRIBE_CLIENT_QUOTAS,
+                v,
+                components=[
+                    {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
+                ],
+                strict=strict,
+            ),
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message or "")
+        return [
+            (
+                {e.entity_type: e.entity_name for e in entry.entity},
+                {v.key: float(v.value) for v in entry.values},
+            )
+            for entry in response.entries or ()
+        ]
+
+    async def alter_client_quotas(
+        self,
+        entity: Mapping[str, str | None],
+        ops: Mapping[str, float | None],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set (a value) or remove (None) quota keys of one entity."""
+        response: Any = await self._client.request(
+            await self._any_node(),
+            ALTER_CLIENT_QUOTAS,
+            lambda v: build_request(
+                ALTER_CLIENT_QUOTAS,
+                v,
+                entries=[
+                    {
+                        "entity": [
+                            {"entity_type": k, "entity_name": n} for k, n in entity.items()
+                        ],
+                        "ops": [
+                            {"key": k, "value": 0.0 if x is None else x, "remove": x is None}
+                            for k, x in ops.items()
+                        ],
+                    }
+                ],
+                validate_only=validate_only,
+            ),
+        )
+        for entry in response.entries:
+            if entry.error_code:
+                raise KafkaError(entry.error_code, entry.error_message or "")
 
     async def describe_log_dirs(
         self,

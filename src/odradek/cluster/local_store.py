@@ -45,6 +45,8 @@ class LocalMetadataStore(MetadataStore):
         self._users: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         self.generation = 0
+        # Client quotas: [({"user": name|None, "client-id": ...}, {quota key: value})]
+        self._quotas: list[tuple[dict[str, str | None], dict[str, float]]] = []
         data_dir.mkdir(parents=True, exist_ok=True)
         if self._path.exists():
             self._load()
@@ -168,6 +170,18 @@ class LocalMetadataStore(MetadataStore):
                 self._users.pop(user, None)
             self._save()
 
+    def client_quotas(self) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """Client quota entities (a None name is <default>) and their values."""
+        return [(dict(entity), dict(values)) for entity, values in self._quotas]
+
+    def set_client_quota(self, entity: dict[str, str | None], values: dict[str, float]) -> None:
+        """Replace the entity's quotas; no values removes the entity."""
+        with self._lock:
+            self._quotas = [(e, v) for e, v in self._quotas if e != entity]
+            if values:
+                self._quotas.append((dict(entity), dict(values)))
+            self._save()
+
     # Persistence ------------------------------------------------------------------
 
     def _load(self) -> None:
@@ -184,6 +198,13 @@ class LocalMetadataStore(MetadataStore):
                 str(user): {str(k): str(v) for k, v in mechanisms.items()}
                 for user, mechanisms in doc.get("users", {}).items()
             }
+            self._quotas = [
+                (
+                    {str(k): None if v is None else str(v) for k, v in q["entity"].items()},
+                    {str(k): float(v) for k, v in q["quotas"].items()},
+                )
+                for q in doc.get("client_quotas", [])
+            ]
             for entry in doc["topics"]:
                 self._topics[entry["name"]] = TopicMetadata(
                     name=entry["name"],
@@ -207,6 +228,7 @@ class LocalMetadataStore(MetadataStore):
             "cluster_id": self._cluster_id,
             "broker_configs": self._broker_configs,
             "users": self._users,
+            "client_quotas": [{"entity": e, "quotas": v} for e, v in self._quotas],
             "topics": [
                 {
                     "name": t.name,

@@ -162,6 +162,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     OFFSET_DELETE: (0, 0),
+    # Client quotas (KIP-546); v1 is v0 with the flexible encoding.
+    48: (0, 1),
+    49: (0, 1),
     # KIP-554 SCRAM credential management (salted passwords come from the client).
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),

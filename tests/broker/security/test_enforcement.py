@@ -383,3 +383,29 @@ def test_offset_fetch_v8_filters_groups_and_their_topics(enforcer: Enforcer) -> 
     assert named.topics[1].partitions[0].committed_offset == -1
     assert [t.name for t in everything.topics] == ["ok"]
     assert (refused.group_id, refused.error_code) == ("other", ErrorCode.group_authorization_failed)
+
+
+def test_client_quota_apis_need_describe_or_alter_configs_on_the_cluster(
+    enforcer: Enforcer,
+) -> None:
+    describe = build_request(48, 1, {"components": [], "strict": False})
+    refused = run(enforcer, 48, 1, describe, Handler("served"))
+    assert refused.error_code == ErrorCode.cluster_authorization_failed
+    entity = [{"entity_type": "client-id", "entity_name": "c"}]
+    alter = build_request(
+        49,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": entity,
+                    "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    response = run(enforcer, 49, 1, alter, Handler("served"))
+    (entry,) = response.entries
+    assert entry.error_code == ErrorCode.cluster_authorization_failed
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "c")]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.client_quotas import CONSUMER_BYTE_RATE
 from odradek.broker.fetch_session import FetchContext, PartitionRequest
 from odradek.broker.handlers.common import (
     LARGE_RESPONSE_ITEMS,
@@ -210,9 +211,31 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
     stats = server.stats
     if stats is not None:
         _count_bytes_out(stats, plan.replica_id, results)
+    throttle_ms = _record_quota(server, ctx, plan.replica_id, results)
+    if throttle_ms:
+        # As Kafka: an over-quota consumer gets an empty answer with the throttle time,
+        # and what it was not sent is not counted against it.
+        return server.encode_fetch(ctx, ErrorCode.none, response_session_id, [], throttle_ms)
     if len(results) > LARGE_RESPONSE_ITEMS:
         return await server.encode_fetch_off_loop(ctx, error, response_session_id, results)
     return server.encode_fetch(ctx, error, response_session_id, results)
+
+
+def _record_quota(
+    server: KafkaServer, ctx: RequestContext, replica_id: int, results: list[Any]
+) -> int:
+    """consumer_byte_rate: followers are exempt (replication has its own throttles)."""
+    quotas = server.client_quotas
+    if replica_id >= 0 or not quotas.enabled(CONSUMER_BYTE_RATE):
+        return 0
+    size = sum(region.length for _, _, result in results for region in result.regions)
+    client_id = ctx.header.client_id or ""
+    throttle_ms = quotas.record(CONSUMER_BYTE_RATE, ctx.principal, client_id, size)
+    if throttle_ms:
+        quotas.record(CONSUMER_BYTE_RATE, ctx.principal, client_id, -size)
+        if ctx.mute is not None:
+            ctx.mute(throttle_ms)
+    return throttle_ms
 
 
 def _count_bytes_out(

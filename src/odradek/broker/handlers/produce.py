@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.client_quotas import PRODUCER_BYTE_RATE
 from odradek.broker.handlers.common import Ticker, element_builder, respond_many
 from odradek.broker.network import ChunkedResponse
 from odradek.cluster.metadata import MetadataError, validate_topic_name
@@ -88,9 +89,10 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         responses.append({"name": name, "partition_responses": partitions})
     if pending:
         await _await_replication(server, pending, int(_timeout_ms(request)))
+    throttle_ms = _record_quota(server, ctx, request)
     if acks == 0:
         return None  # Kafka sends no response at all for acks=0
-    if ticker.count <= _DIRECT_ENCODE_ITEMS:
+    if ticker.count <= _DIRECT_ENCODE_ITEMS and not throttle_ms:
         # The common small answer, written directly (no kio entities): most of the
         # per-request cost of a one-record produce otherwise.
         header = ctx.header
@@ -105,7 +107,21 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         topic_response["partition_responses"] = [
             make_partition(entry) for entry in topic_response["partition_responses"]
         ]
-    return respond_many(ctx, {"responses": responses, "throttle_time": 0}, ticker.count)
+    return respond_many(ctx, {"responses": responses, "throttle_time": throttle_ms}, ticker.count)
+
+
+def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int:
+    """Count the request's bytes against the client's producer_byte_rate; when over it,
+    the throttle time to answer with, and the connection is muted that long (KIP-219)."""
+    size = sum(
+        len(p.records) for t in request.topic_data for p in t.partition_data if p.records
+    )
+    throttle_ms = server.client_quotas.record(
+        PRODUCER_BYTE_RATE, ctx.principal, ctx.header.client_id or "", size
+    )
+    if throttle_ms and ctx.mute is not None:
+        ctx.mute(throttle_ms)
+    return throttle_ms
 
 
 

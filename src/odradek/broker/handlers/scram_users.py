@@ -38,7 +38,8 @@ async def handle_sasl_authenticate(server: KafkaServer, ctx: RequestContext, req
 
 
 def _store(server: KafkaServer) -> Any:
-    store = server.metadata
+    # The metadata store, or ZooKeeper in a cluster (zk_user_store).
+    store = getattr(server, "scram_store", server.metadata)
     return store if hasattr(store, "user_scram_credentials") else None
 
 

@@ -339,6 +339,24 @@ def alter_user_scram_credentials(check: Check, request: Any, _version: int) -> D
     return Decision(answer={"throttle_time": 0, "results": results})
 
 
+def alter_client_quotas(check: Check, request: Any, _version: int) -> Decision | None:
+    if check.cluster(Operation.ALTER_CONFIGS):
+        return None
+    # Each entry answered with its own entity, as Kafka (clients match answers to entities).
+    entries = [
+        {
+            "error_code": CLUSTER_DENIED,
+            "error_message": "Cluster authorization failed.",
+            "entity": [
+                {"entity_type": str(e.entity_type), "entity_name": e.entity_name}
+                for e in entry.entity
+            ],
+        }
+        for entry in request.entries
+    ]
+    return Decision(answer={"throttle_time": 0, "entries": entries})
+
+
 _CLUSTER_ACTION = _cluster(Operation.CLUSTER_ACTION)
 
 RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
@@ -387,6 +405,8 @@ RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
     api.DELETE_ACLS: _cluster(ALTER),
     # AlterPartitionReassignments / ListPartitionReassignments (KIP-455), by number: a key
     # without a handler is never dispatched, so the rule waits harmlessly for one.
+    48: _cluster(Operation.DESCRIBE_CONFIGS),  # DescribeClientQuotas
+    49: alter_client_quotas,
     45: _cluster(ALTER),
     46: _cluster(DESCRIBE),
 }
