@@ -220,6 +220,27 @@ async def test_fetch_raw_returns_bytes_and_watermarks() -> None:
                 await consumer.fetch_raw("t", 3, 0, max_bytes=10)
 
 
+async def test_fetch_raw_fetches_again_when_the_answer_omits_the_partition() -> None:
+    """Tansu 0.6 answers a Fetch with max_wait 0 with no partitions at all: fetch_raw asks
+    again with a wait instead of failing; a broker that never answers still fails."""
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        cluster.append_records("t", 0, [b"a", b"b"])
+        empty = {"error_code": 0, "session_id": 0, "responses": []}
+        hook = cluster.intercept(
+            lambda b, k, v, r: empty if k == FETCH and r.max_wait.total_seconds() == 0 else None
+        )
+        async with Consumer(cluster.bootstrap, retry_backoff_ms=20) as consumer:
+            fetched = await consumer.fetch_raw("t", 0, 0, max_bytes=1024)
+            assert fetched.error_code == 0 and fetched.high_watermark == 2
+            waits = [r.max_wait.total_seconds() * 1000 for r in cluster.requests(FETCH)]
+            assert waits[0] == 0 and waits[-1] == 20
+            cluster.hooks.remove(hook)
+            cluster.intercept(lambda b, k, v, r: empty if k == FETCH else None)
+            with pytest.raises(ClientError, match="omitted t-0"):
+                await consumer.fetch_raw("t", 0, 0, max_bytes=1024)
+
+
 async def test_seek_to_beginning_and_end_and_argument_checks() -> None:
     async with FakeCluster() as cluster:
         part = cluster.create_topic("t")[0]

@@ -358,14 +358,22 @@ class Consumer(ClientUser):
             )
             fetched = answers.get(tp)
             if fetched is None:
-                raise ClientError(
-                    f"the Fetch response from node {leader} omitted {topic}-{partition}"
-                )
+                # A full (sessionless) Fetch answer lists every partition asked for, but some
+                # brokers (Tansu 0.6) answer max_wait 0 with no partitions at all. As the Java
+                # client does, ignore such an answer and fetch again, now letting the broker
+                # wait a moment for its log.
+                if attempt == 3:
+                    raise ClientError(
+                        f"the Fetch response from node {leader} omitted {topic}-{partition}"
+                    )
+                max_wait_ms = max(max_wait_ms, self.retry_backoff_ms)
+                continue
             if fetched.error_code not in METADATA_REFRESH_ERRORS:
                 return fetched
             self._client.mark_stale(topic)
             await asyncio.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
-        assert fetched is not None
+        if fetched is None:
+            raise ClientError(f"no Fetch answer for {topic}-{partition}")
         return fetched
 
     async def _fetch_from(
