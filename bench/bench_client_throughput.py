@@ -112,29 +112,21 @@ def confluent_produce(bootstrap: str, topic: str, value: bytes, count: int) -> f
     return time.perf_counter() - started
 
 
-# -- consumers: each returns the seconds from the first record in hand to the count-th ----
-# (connecting and finding the log start are not counted: they would swamp short runs)
-
-
-def per_run(elapsed: float, count: int, first: int) -> float:
-    """The time ``count`` records take at the rate measured after the first poll's ``first``."""
-    return elapsed * count / max(count - first, 1)
+# -- consumers: each returns the seconds from assign() to the count-th record -------------
+# (connected and with metadata beforehand; finding the log start is counted for all three)
 
 
 async def odradek_consume(bootstrap: str, topic: str, count: int) -> float:
     async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
         await consumer.client.wait_for_topics([topic])
+        started = time.perf_counter()
         consumer.assign([(topic, 0)])
-        got, started, first = 0, 0.0, 0
-        deadline = time.perf_counter() + WAIT_S
-        while got < count and time.perf_counter() < deadline:
-            records = await consumer.poll(timeout_ms=1000)
-            if records and not got:
-                started, first = time.perf_counter(), len(records)
-            got += len(records)
+        got = 0
+        while got < count and time.perf_counter() < started + WAIT_S:
+            got += len(await consumer.poll(timeout_ms=1000))
         if got < count:
             raise RuntimeError(f"odradek consumer read {got} of {count}")
-        return per_run(time.perf_counter() - started, count, first)
+        return time.perf_counter() - started
 
 
 async def aiokafka_consume(bootstrap: str, topic: str, count: int) -> float:
@@ -143,19 +135,16 @@ async def aiokafka_consume(bootstrap: str, topic: str, count: int) -> float:
     )
     await consumer.start()
     try:
-        partition = aiokafka.TopicPartition(topic, 0)
-        consumer.assign([partition])
-        got, started, first = 0, 0.0, 0
-        deadline = time.perf_counter() + WAIT_S
-        while got < count and time.perf_counter() < deadline:
+        await consumer.topics()  # connected, with metadata
+        started = time.perf_counter()
+        consumer.assign([aiokafka.TopicPartition(topic, 0)])
+        got = 0
+        while got < count and time.perf_counter() < started + WAIT_S:
             batches = await consumer.getmany(timeout_ms=1000)
-            polled = sum(len(records) for records in batches.values())
-            if polled and not got:
-                started, first = time.perf_counter(), polled
-            got += polled
+            got += sum(len(records) for records in batches.values())
         if got < count:
             raise RuntimeError(f"aiokafka consumer read {got} of {count}")
-        return per_run(time.perf_counter() - started, count, first)
+        return time.perf_counter() - started
     finally:
         await consumer.stop()
 
@@ -170,18 +159,17 @@ def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
         }
     )
     try:
+        consumer.list_topics(topic, timeout=10)
+        started = time.perf_counter()
         consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-        got, started, first = 0, 0.0, 0
-        deadline = time.perf_counter() + WAIT_S
-        while got < count and time.perf_counter() < deadline:
+        got = 0
+        while got < count and time.perf_counter() < started + WAIT_S:
             for message in consumer.consume(num_messages=10000, timeout=1.0):
                 if message.error() is None:
-                    if not got:
-                        started, first = time.perf_counter(), 1
                     got += 1
         if got < count:
             raise RuntimeError(f"librdkafka consumer read {got} of {count}")
-        return per_run(time.perf_counter() - started, count, first)
+        return time.perf_counter() - started
     finally:
         consumer.close()
 
