@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -15,6 +17,7 @@ from odradek.client.fetcher import (
     READ_UNCOMMITTED,
     AbortedTransaction,
     Consumer,
+    ConsumerRecord,
     filter_batches,
 )
 from odradek.client.versions import FETCH
@@ -22,7 +25,7 @@ from odradek.records.batch import Record, build_batch, decode_batch
 from odradek.records.compression import Compression
 from odradek.records.control import ControlType, build_end_txn_marker
 from odradek.records.header import iter_headers
-from tests.client.fake_broker import FakeCluster, FakePartition
+from tests.client.fake_broker import FakeCluster, FakePartition, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,6 +56,13 @@ async def test_poll_from_earliest_returns_every_record_in_order() -> None:
             assert consumer.position("t", 0) == 3 and consumer.position("t", 1) == 1
             assert consumer.highwater("t", 0) == 3
             assert records[0].timestamp_type == 0 and records[0].topic == "t"
+            # Built through the slot descriptors (the fast path): the same frozen objects.
+            first = records[0]
+            assert first == ConsumerRecord(
+                "t", 0, 0, first.timestamp_ms, 0, None, b"a", [], first.leader_epoch
+            )
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                first.offset = 7  # type: ignore[misc]
             assert await consumer.poll(timeout_ms=50) == []
 
 
@@ -218,6 +228,53 @@ async def test_fetch_raw_returns_bytes_and_watermarks() -> None:
             assert out_of_range.error_code == ErrorCode.offset_out_of_range
             with pytest.raises(KafkaError, match="UNKNOWN_TOPIC_OR_PARTITION"):
                 await consumer.fetch_raw("t", 3, 0, max_bytes=10)
+
+
+async def test_fetch_raw_fetches_again_when_the_answer_omits_the_partition() -> None:
+    """Tansu 0.6 answers a Fetch with max_wait 0 with no partitions at all: fetch_raw asks
+    again with a wait instead of failing; a broker that never answers still fails."""
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        cluster.append_records("t", 0, [b"a", b"b"])
+        empty = {"error_code": 0, "session_id": 0, "responses": []}
+        hook = cluster.intercept(
+            lambda b, k, v, r: empty if k == FETCH and r.max_wait.total_seconds() == 0 else None
+        )
+        async with Consumer(cluster.bootstrap, retry_backoff_ms=20) as consumer:
+            fetched = await consumer.fetch_raw("t", 0, 0, max_bytes=1024)
+            assert fetched.error_code == 0 and fetched.high_watermark == 2
+            waits = [r.max_wait.total_seconds() * 1000 for r in cluster.requests(FETCH)]
+            assert waits[0] == 0 and waits[-1] == 20
+            cluster.hooks.remove(hook)
+            cluster.intercept(lambda b, k, v, r: empty if k == FETCH else None)
+            with pytest.raises(ClientError, match="omitted t-0"):
+                await consumer.fetch_raw("t", 0, 0, max_bytes=1024)
+
+
+def last_fetch_offset(cluster: FakeCluster) -> int:
+    return int(cluster.requests(FETCH)[-1].topics[0].partitions[0].fetch_offset)
+
+
+async def test_poll_fetches_ahead_while_the_caller_works() -> None:
+    """Handing records out sends the next Fetch at once, from the new position; a seek
+    meanwhile wins over the early answer; close() with a Fetch in flight is quiet."""
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        cluster.append_records("t", 0, [b"a", b"b"])
+        async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([("t", 0)])
+            assert [r.value for r in await consumer.poll(2000)] == [b"a", b"b"]
+            cluster.append_records("t", 0, [b"c"])
+            # No poll running: the Fetch from offset 2 went out when a and b were handed out.
+            await wait_until(lambda: last_fetch_offset(cluster) == 2)
+            sent = len(cluster.requests(FETCH))
+            await asyncio.sleep(0.05)  # the early answer (holding c) is in
+            assert [r.value for r in await consumer.poll(2000)] == [b"c"]
+            assert len(cluster.requests(FETCH)) in (sent, sent + 1)  # c came from the early one
+            consumer.seek("t", 0, 0)
+            records = await consumer.poll(2000)
+            assert [r.value for r in records][:1] == [b"a"]  # not the early answer for offset 3
+        assert consumer._prefetch is None
 
 
 async def test_seek_to_beginning_and_end_and_argument_checks() -> None:

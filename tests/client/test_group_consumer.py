@@ -21,7 +21,7 @@ from odradek.client import (
     Producer,
     RebalanceListener,
 )
-from tests.helpers.broker import BrokerProcess
+from tests.client.conftest import PeerBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -89,9 +89,9 @@ def parts(topic: str, *numbers: int) -> set[TP]:
 
 
 async def test_range_members_split_and_close_hands_everything_over(
-    shared_broker: BrokerProcess,
+    any_broker: PeerBroker,
 ) -> None:
-    bootstrap = shared_broker.bootstrap
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 4, records=40), unique("g")
     first, second = Recorder(), Recorder()
     async with GroupConsumer(bootstrap, group_id=group, **FAST) as c1:
@@ -125,8 +125,8 @@ async def test_range_members_split_and_close_hands_everything_over(
     assert sum(entry.offset for entry in committed.values()) == 40
 
 
-async def test_cooperative_sticky_revokes_only_what_moves(shared_broker: BrokerProcess) -> None:
-    bootstrap = shared_broker.bootstrap
+async def test_cooperative_sticky_revokes_only_what_moves(any_broker: PeerBroker) -> None:
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 4, records=20), unique("g")
     options = {**FAST, "partition_assignment_strategy": ["cooperative-sticky"]}
     first, second = Recorder(), Recorder()
@@ -154,9 +154,9 @@ async def test_cooperative_sticky_revokes_only_what_moves(shared_broker: BrokerP
 
 
 async def test_pattern_subscription_picks_up_a_topic_created_later(
-    shared_broker: BrokerProcess,
+    any_broker: PeerBroker,
 ) -> None:
-    bootstrap = shared_broker.bootstrap
+    bootstrap = any_broker.bootstrap
     prefix = unique("pat")
     async with Admin(bootstrap) as admin:
         await admin.create_topics([NewTopic(f"{prefix}-a", 1, 1), NewTopic(f"{prefix}-x.b", 1, 1)])
@@ -181,8 +181,8 @@ async def test_pattern_subscription_picks_up_a_topic_created_later(
         assert {r.value for r in got + seen} == {b"a", b"later"}
 
 
-async def test_static_member_keeps_its_place_and_assignment(shared_broker: BrokerProcess) -> None:
-    bootstrap = shared_broker.bootstrap
+async def test_static_member_keeps_its_place_and_assignment(any_broker: PeerBroker) -> None:
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 4), unique("g")
     b = GroupConsumer(bootstrap, group_id=group, group_instance_id="b", **FAST)
     await b.start()
@@ -214,8 +214,8 @@ async def test_static_member_keeps_its_place_and_assignment(shared_broker: Broke
         await b.close()
 
 
-async def test_commits_auto_manual_async_and_with_metadata(shared_broker: BrokerProcess) -> None:
-    bootstrap = shared_broker.bootstrap
+async def test_commits_auto_manual_async_and_with_metadata(any_broker: PeerBroker) -> None:
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 2, records=20), unique("g")
     async with GroupConsumer(
         bootstrap, group_id=group, auto_commit_interval_ms=200, **FAST
@@ -231,7 +231,9 @@ async def test_commits_auto_manual_async_and_with_metadata(shared_broker: Broker
         assert {tp: e.offset for tp, e in done.items() if e} == {(topic, 0): 10, (topic, 1): 10}
         await consumer.commit({(topic, 0): OffsetAndMetadata(4, "checkpoint-7")})
         answer = (await consumer.committed([(topic, 0)]))[(topic, 0)]
-        assert answer is not None and (answer.offset, answer.metadata) == (4, "checkpoint-7")
+        # Tansu 0.6 drops commit metadata (librdkafka's too): it answers an empty string.
+        metadata = "" if any_broker.kind == "tansu" else "checkpoint-7"
+        assert answer is not None and (answer.offset, answer.metadata) == (4, metadata)
         results: list[Any] = []
         await consumer.commit_async({(topic, 1): 6}, lambda offsets, error: results.append(error))
         assert results == [None]
@@ -243,9 +245,9 @@ async def test_commits_auto_manual_async_and_with_metadata(shared_broker: Broker
 
 
 async def test_seek_pause_resume_position_and_offsets_for_times(
-    shared_broker: BrokerProcess,
+    any_broker: PeerBroker,
 ) -> None:
-    bootstrap = shared_broker.bootstrap
+    bootstrap = any_broker.bootstrap
     topic = await setup_topic(bootstrap, 2)
     await produce(bootstrap, topic, [(0, f"old{i}") for i in range(5)], ts=1_000_000)
     await produce(bootstrap, topic, [(0, f"new{i}") for i in range(5)], ts=2_000_000)
@@ -258,7 +260,11 @@ async def test_seek_pause_resume_position_and_offsets_for_times(
         await poll_until([consumer], lambda: len(got) >= 11, got=got)
         assert consumer.position(topic, 0) == 10
         times = await consumer.offsets_for_times({(topic, 0): 1_500_000, (topic, 1): 3_000_000})
-        assert times[(topic, 0)] == (5, 2_000_000) and times[(topic, 1)] is None
+        if any_broker.kind == "tansu":
+            # Tansu 0.6 answers every timestamp lookup with the log start (librdkafka's too).
+            assert times[(topic, 0)][0] == 0
+        else:
+            assert times[(topic, 0)] == (5, 2_000_000) and times[(topic, 1)] is None
         consumer.seek(topic, 0, 7)
         again = await consumer.poll(2000)
         assert [r.value for r in again] == [b"new2", b"new3", b"new4"]
@@ -270,13 +276,23 @@ async def test_seek_pause_resume_position_and_offsets_for_times(
         resumed = await consumer.poll(2000)
         assert resumed and resumed[0].offset == 0
         await consumer.seek_to_end()
-        assert consumer.position(topic, 0) == 10 and consumer.position(topic, 1) == 1
+        # Tansu 0.6 answers ListOffsets(latest) with the last batch's base offset + 1.
+        end = 6 if any_broker.kind == "tansu" else 10
+        assert consumer.position(topic, 0) == end and consumer.position(topic, 1) == 1
         # Nothing committed (auto commit off): the group has no offsets.
         assert await consumer.committed([(topic, 0)]) == {(topic, 0): None}
 
 
-async def test_auto_offset_reset_none_and_latest(shared_broker: BrokerProcess) -> None:
-    bootstrap = shared_broker.bootstrap
+async def test_auto_offset_reset_none_and_latest(
+    any_broker: PeerBroker, request: pytest.FixtureRequest
+) -> None:
+    any_broker.expect_failure(
+        request,
+        "tansu",
+        "0.6 answers ListOffsets(latest) with the last batch's base offset + 1 (1 for one "
+        "batch of 3 records; librdkafka's watermarks say the same), so 'latest' re-reads",
+    )
+    bootstrap = any_broker.bootstrap
     topic = await setup_topic(bootstrap, 1, records=3)
     options = {**FAST, "auto_offset_reset": "none"}
     async with GroupConsumer(bootstrap, group_id=unique("g"), **options) as consumer:
@@ -293,9 +309,9 @@ async def test_auto_offset_reset_none_and_latest(shared_broker: BrokerProcess) -
 
 
 async def test_max_poll_interval_expiry_hands_partitions_over(
-    shared_broker: BrokerProcess,
+    any_broker: PeerBroker,
 ) -> None:
-    bootstrap = shared_broker.bootstrap
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 2), unique("g")
     slow_events = Recorder()
     async with (
@@ -318,12 +334,12 @@ async def test_max_poll_interval_expiry_hands_partitions_over(
 
 
 async def test_close_after_an_abandoned_join_does_not_wait_for_the_rebalance(
-    shared_broker: BrokerProcess,
+    any_broker: PeerBroker,
 ) -> None:
     """A poll cancelled while the coordinator holds its JoinGroup (the other member is not
     polling) leaves that request pending on the connection; close()'s LeaveGroup must not
     queue behind it for the whole rebalance timeout."""
-    bootstrap = shared_broker.bootstrap
+    bootstrap = any_broker.bootstrap
     topic, group = await setup_topic(bootstrap, 2), unique("g")
     async with GroupConsumer(bootstrap, group_id=group, **FAST) as idle:
         idle.subscribe([topic])

@@ -66,6 +66,22 @@ async def test_batch_size_closes_batches_early() -> None:
         assert all(h.size <= 600 for h in stored_headers(cluster, "t"))
 
 
+async def test_tight_send_loop_ships_full_batches_before_flush() -> None:
+    """A caller that sends in a loop without awaiting anything else must not hold every batch
+    back until flush(): send() yields when it closes a batch, so the sender ships it."""
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t")
+        async with Producer(
+            cluster.bootstrap, linger_ms=60_000, batch_size=1000, enable_idempotence=False
+        ) as producer:
+            futures = [await producer.send("t", b"x" * 100, partition=0) for _ in range(400)]
+            # No flush, no sleep: only the yields inside send() ran the sender.
+            assert cluster.requests(PRODUCE)
+            assert futures[0].done()
+            await producer.flush()
+        assert len(cluster.all_values("t", 0)) == 400
+
+
 async def test_keys_explicit_partitions_and_sticky_null_keys() -> None:
     async with FakeCluster() as cluster, Producer(cluster.bootstrap, linger_ms=0) as producer:
         cluster.create_topic("t", 5)

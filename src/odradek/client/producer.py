@@ -409,7 +409,11 @@ class Producer(ClientUser):
         else:
             await self._reserve(size, time.monotonic() + self.max_block_ms / 1000)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        self._append(topic, partition, record, size, future)
+        if self._append(topic, partition, record, size, future):
+            # A batch just filled up. Let the sender ship it now, while the caller goes on
+            # filling the next: a caller sending in a tight loop never yields otherwise, and
+            # everything would wait for flush() (aiokafka's send waits for the drain there).
+            await asyncio.sleep(0)
         return future
 
     async def send_and_wait(
@@ -733,13 +737,17 @@ class Producer(ClientUser):
         record: Record,
         size: int,
         future: asyncio.Future[RecordMetadata],
-    ) -> None:
+    ) -> bool:
+        """Add the record to the partition's open batch; True if that closed a batch."""
         tp = (topic, partition)
-        queue = self._queues.setdefault(tp, collections.deque())
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = collections.deque()
         batch = queue[-1] if queue and not queue[-1].closed else None
+        closed = False
         if batch is not None and batch.records and batch.size + size > self.batch_size:
             self._close_batch(batch)
-            batch = None
+            batch, closed = None, True
         if batch is None:
             batch = _Batch(tp, time.monotonic())
             queue.append(batch)
@@ -750,6 +758,8 @@ class Producer(ClientUser):
         if batch.size >= self.batch_size:
             self._close_batch(batch)
             self._wakeup.set()
+            closed = True
+        return closed
 
     def _close_batch(self, batch: _Batch) -> None:
         if batch.closed:
