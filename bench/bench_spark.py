@@ -2,6 +2,7 @@
 
     python bench/bench_spark.py [--records 1000000] [--partitions 4] [--value-bytes 100]
                                 [--bootstrap-server HOST:PORT] [--master local[2]] [--repeat 3]
+                                [--standalone]
 
 Without ``--bootstrap-server`` it starts an odradek broker on a free port with a temporary data
 directory. In one run and one Spark session it:
@@ -11,6 +12,11 @@ directory. In one run and one Spark session it:
    unless ``--compression`` names a codec);
 3. reads both back: ``count()`` and a full scan of every column (``format("noop")``, which
    materialises every row without writing it anywhere).
+
+With ``--standalone`` the bench starts a Spark standalone cluster on this machine first (a
+master and one worker with ``--cores`` cores, both with ``bin/spark-class`` from the pip
+package, every address pinned to 127.0.0.1) and runs against it instead of ``--master``:
+Python workers then run in a separate executor JVM, as on a real cluster.
 
 Each figure is the best of ``--repeat`` runs, in rows per second, and each odradek figure is
 printed next to the Parquet figure of the same operation and their ratio. The goal is a read
@@ -77,6 +83,66 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     asyncio.run(create())
 
 
+class StandaloneCluster:
+    """A Spark standalone master and one worker, started with the pip package's spark-class."""
+
+    def __init__(self, workdir: Path, cores: int) -> None:
+        import pyspark
+
+        self.spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+        self.workdir = workdir
+        self.cores = cores
+        self.procs: list[subprocess.Popen] = []
+        self.url = ""
+
+    def _start(self, name: str, *args: str) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_HOSTNAME="127.0.0.1")
+        proc = subprocess.Popen(
+            [str(self.spark_class), *args], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        )  # fmt: skip
+        self.procs.append(proc)
+
+    def _wait_for(self, name: str, text: str, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if text in (self.workdir / f"{name}.log").read_text(errors="replace"):
+                return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.5)
+        raise RuntimeError(
+            f"Spark {name} did not start: {(self.workdir / f'{name}.log').read_text()[-2000:]}"
+        )
+
+    def start(self) -> str:
+        port = free_port()
+        self._start(
+            "master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            "--port", str(port), "--webui-port", str(free_port()),
+        )  # fmt: skip
+        self.url = f"spark://127.0.0.1:{port}"
+        self._wait_for("master", "I have been elected leader")
+        (self.workdir / "worker").mkdir()
+        self._start(
+            "worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+            "--cores", str(self.cores), "--memory", "2g", "--webui-port", str(free_port()),
+            "--work-dir", str(self.workdir / "worker"),
+        )  # fmt: skip
+        self._wait_for("worker", "Successfully registered with master")
+        return self.url
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def ceiling_source(rows: int, partitions: int, value_bytes: int) -> type:
     """A Python data source that yields prebuilt Arrow batches in odradek's row schema."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -140,6 +206,11 @@ def main() -> int:
     parser.add_argument("--bootstrap-server", default=None)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--standalone", action="store_true",
+        help="start a standalone master and worker on 127.0.0.1 and run on them",
+    )  # fmt: skip
+    parser.add_argument("--cores", type=int, default=2, help="the standalone worker's cores")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -150,14 +221,24 @@ def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     broker = None
+    cluster = None
     try:
         bootstrap = args.bootstrap_server
         if bootstrap is None:
             (workdir / "data").mkdir()
             broker, bootstrap = start_broker(workdir / "data")
+        master = args.master
+        if args.standalone:
+            cluster = StandaloneCluster(workdir, args.cores)
+            master = cluster.start()
         spark = (
-            SparkSession.builder.master(args.master)
+            SparkSession.builder.master(master)
             .appName("odradek-bench")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.executor.memory", "1g")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(args.partitions))
@@ -203,7 +284,7 @@ def main() -> int:
 
         last_topic = [""]
         print(f"{n:,} rows, {args.value_bytes}-byte values, {args.partitions} partitions, "
-              f"master {args.master}, best of {args.repeat}")  # fmt: skip
+              f"master {master}, best of {args.repeat}")  # fmt: skip
         w_parquet = best_of(args.repeat, write_parquet)
         w_odradek = best_of(args.repeat, write_odradek)
 
@@ -241,6 +322,8 @@ def main() -> int:
         line("ceiling: no I/O, no decoding", s_parquet, s_ceiling, "arrow  ")
         spark.stop()
     finally:
+        if cluster is not None:
+            cluster.stop()
         if broker is not None:
             broker.terminate()
             try:

@@ -13,7 +13,7 @@ from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
 from odradek.client.partitioner import partition_for_key
 from odradek.client.producer import Producer, RecordMetadata
 from odradek.client.versions import INIT_PRODUCER_ID, PRODUCE
-from odradek.records.batch import Record, decode_batches
+from odradek.records.batch import EncodedRecords, Record, build_batch, decode_batches
 from odradek.records.compression import Compression
 from odradek.records.header import iter_headers
 from tests.client.fake_broker import DROP, FakeCluster, wait_until
@@ -326,6 +326,28 @@ async def test_send_batch_sends_one_compressed_batch() -> None:
             b"r1",
             b"r2",
         ]
+
+
+async def test_send_batch_sends_pre_encoded_records_as_they_are() -> None:
+    # The Spark sink's bulk-encoded sections: compressed and stamped with the idempotent
+    # producer's id and sequences like any batch; the record metadata has their timestamp.
+    stamp = 1_700_000_000_000
+    records = [Record(value=b"r%d" % i, key=b"k", timestamp_ms=stamp) for i in range(30)]
+    plain = bytes(build_batch(records))
+    encoded = EncodedRecords(plain[61:], 30, stamp, stamp)
+    async with FakeCluster() as cluster:
+        cluster.create_topic("t", 2)
+        async with Producer(cluster.bootstrap, compression_type="lz4") as producer:
+            md = await producer.send_batch("t", 0, encoded)
+            assert (md.partition, md.offset, md.timestamp_ms) == (0, 0, stamp)
+            md = await producer.send_batch("t", 0, encoded)
+            assert md.offset == 30
+        first, second = stored_headers(cluster, "t", 0)
+        assert first.compression == Compression.LZ4 and first.records_count == 30
+        assert (first.producer_id >= 0, first.base_sequence, second.base_sequence) == (True, 0, 30)
+        data = cluster.topics["t"][0].batches[1][1]
+        got = [(r.offset, r.key, r.value) for b in decode_batches(data) for r in b.records]
+        assert got == [(30 + i, b"k", b"r%d" % i) for i in range(30)]
 
 
 async def test_close_sends_what_is_buffered() -> None:

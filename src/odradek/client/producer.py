@@ -71,7 +71,7 @@ from odradek.client.errors import (
 from odradek.client.partitioner import Partitioner, PartitionerFn
 from odradek.client.transactions import BUMP_CODES, FATAL_CODES, State, TransactionManager
 from odradek.client.versions import INIT_PRODUCER_ID, PRODUCE
-from odradek.records.batch import Record, build_batch
+from odradek.records.batch import EncodedRecords, Record, build_batch, build_encoded_batch
 from odradek.records.compression import Compression
 from odradek.records.header import compute_crc
 
@@ -140,7 +140,7 @@ class _Batch:
 
     def __init__(self, tp: TopicPartition, now: float) -> None:
         self.tp = tp
-        self.records: list[Record] = []
+        self.records: list[Record] | EncodedRecords = []
         # One per record from send(); send_batch() only wants the first record's, so the
         # rest are None (a future per record was half the Spark sink's CPU).
         self.futures: list[asyncio.Future[RecordMetadata] | None] = []
@@ -170,11 +170,17 @@ class _Batch:
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         topic, partition = self.tp
-        for index, (record, future) in enumerate(zip(self.records, self.futures, strict=True)):
+        encoded = isinstance(self.records, EncodedRecords)
+        for index, future in enumerate(self.futures):
             if future is None or future.done():
                 continue
             offset = base_offset + index if base_offset >= 0 else -1
-            timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp_ms
+            if log_append_time_ms >= 0:
+                timestamp = log_append_time_ms
+            elif encoded:
+                timestamp = self.records.base_timestamp  # type: ignore[union-attr]
+            else:
+                timestamp = self.records[index].timestamp_ms  # type: ignore[index]
             future.set_result(RecordMetadata(topic, partition, offset, int(timestamp or -1)))
         if not self.done.done():
             self.done.set_result(None)
@@ -433,10 +439,13 @@ class Producer(ClientUser):
         return await future
 
     async def send_batch(
-        self, topic: str, partition: int, records: Sequence[Record]
+        self, topic: str, partition: int, records: Sequence[Record] | EncodedRecords
     ) -> RecordMetadata:
         """Send ``records`` to (topic, partition) as one batch, now; return the first record's
         metadata (its offset is the batch's base offset).
+
+        ``records`` may come already encoded (:class:`EncodedRecords`, built in bulk by the
+        Spark sink): they are then sent as they are, with their own timestamps.
 
         The batch is queued behind anything already buffered for that partition, so ordering
         and idempotence hold; it is never merged with other records.
@@ -446,14 +455,22 @@ class Producer(ClientUser):
             self._txn.check("send", State.IN_TRANSACTION)
         if not records:
             raise ValueError("send_batch needs at least one record")
-        now_ms = int(time.time() * 1000)
-        copies = [
-            self._make_record(
-                r.value, r.key, r.headers, r.timestamp_ms if r.timestamp_ms is not None else now_ms
-            )
-            for r in records
-        ]
-        size = _BATCH_OVERHEAD + sum(_record_size(r) for r in copies)
+        copies: list[Record] | EncodedRecords
+        if isinstance(records, EncodedRecords):
+            copies = records
+            size = _BATCH_OVERHEAD + len(records.section)
+        else:
+            now_ms = int(time.time() * 1000)
+            copies = [
+                self._make_record(
+                    r.value,
+                    r.key,
+                    r.headers,
+                    r.timestamp_ms if r.timestamp_ms is not None else now_ms,
+                )
+                for r in records
+            ]
+            size = _BATCH_OVERHEAD + sum(_record_size(r) for r in copies)
         self._check_size(size)
         partition = await self._choose_partition(topic, None, partition)
         await self._reserve(size - _BATCH_OVERHEAD, time.monotonic() + self.max_block_ms / 1000)
@@ -994,6 +1011,14 @@ class Producer(ClientUser):
             sequence = state.next_sequence
             state.next_sequence = (sequence + len(batch.records)) % MAX_SEQUENCE
             self._stamp(batch, self.producer_id, self.producer_epoch, sequence)
+        if batch.encoded is None and isinstance(batch.records, EncodedRecords):
+            batch.encoded = build_encoded_batch(
+                batch.records,
+                compression=self.compression,
+                producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch,
+                base_sequence=batch.base_sequence,
+            )
         if batch.encoded is None:
             batch.encoded = build_batch(
                 batch.records,

@@ -72,6 +72,8 @@ from odradek.records.varint import (
 )
 
 __all__ = [
+    "EncodedRecords",
+    "build_encoded_batch",
     "DecodedBatch",
     "DecodedRecord",
     "Record",
@@ -107,6 +109,25 @@ class Record:
     key: bytes | None = None
     headers: Sequence[Header] = ()
     timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRecords:
+    """Records already encoded as a batch's uncompressed records section.
+
+    For producers that build records in bulk (the Spark sink encodes whole Arrow columns at
+    once, :mod:`odradek.spark.encoding`) instead of one :class:`Record` at a time. Record ``i``
+    of ``section`` must have offset delta ``i``; every timestamp delta is relative to
+    ``base_timestamp``. ``len()`` is the record count, as for a list of records.
+    """
+
+    section: bytes
+    count: int
+    base_timestamp: int
+    max_timestamp: int
+
+    def __len__(self) -> int:
+        return self.count
 
 
 @dataclass(slots=True)
@@ -373,6 +394,40 @@ def build_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         records_count=count,
+    )
+
+
+def build_encoded_batch(
+    records: EncodedRecords,
+    *,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression_level: int | None = None,
+) -> bytearray:
+    """:func:`build_batch` for records already encoded: compress the section, add the header."""
+    if records.count <= 0:
+        raise ValueError("a record batch needs at least one record")
+    if records.count > _MAX_RECORDS:
+        raise ValueError(f"{records.count} records do not fit one batch")
+    compression = Compression(compression)
+    section = records.section
+    if compression is not Compression.NONE:
+        section = compress(compression, section, compression_level)
+    return _finish(
+        section,
+        base_offset=base_offset,
+        partition_leader_epoch=-1,
+        attributes=int(compression),
+        last_offset_delta=records.count - 1,
+        base_timestamp=records.base_timestamp,
+        max_timestamp=records.max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=records.count,
     )
 
 

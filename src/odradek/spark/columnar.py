@@ -182,6 +182,77 @@ def _scan_records(
         )
 
 
+def _scan_sections(
+    data: bytes,
+    arr: np.ndarray,
+    sections: list[tuple[int, int, int]],
+    starts: list[np.ndarray],
+    ends: list[np.ndarray],
+) -> None:
+    """Append the body bounds of the records of every ``(begin, end, count)`` section.
+
+    Producers write batches of a hundred or so records (16 KiB by default), so a fetch holds
+    many small sections, and with fixed-width keys and values their records differ in size
+    only by the width of their offset delta varint (one byte up to delta 63, two up to 8191).
+    Every section is first checked against that prediction, all sections at once: record
+    ``k`` has body length ``L0 + width(k) - width(0)``, where ``L0`` is the first record's.
+    If every record's length prefix is the predicted one at the predicted position and the
+    sizes add up to the section, the records are exactly there (by induction, as in
+    :func:`_scan_records`: each correct prefix puts the next record where predicted). Any
+    section that does not match goes through :func:`_scan_records`.
+    """
+    candidates: list[int] = []
+    begins: list[int] = []
+    bodies: list[int] = []
+    counts: list[int] = []
+    for index, (begin, end, count) in enumerate(sections):
+        try:
+            body, record_end = _scan_one(data, begin, end)
+        except (IndexError, CorruptRecordError):
+            continue  # _scan_records reports it
+        candidates.append(index)
+        begins.append(begin)
+        bodies.append(record_end - body)
+        counts.append(count)
+    accepted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if candidates:
+        reps = np.array(counts, dtype=np.int64)
+        section_at = np.zeros(len(reps), dtype=np.int64)
+        np.cumsum(reps[:-1], out=section_at[1:])
+        delta = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(section_at, reps)
+        delta_width = 1 + (delta >= 64) + (delta >= 8192) + (delta >= 1048576)
+        length = np.repeat(np.array(bodies, dtype=np.int64), reps) + delta_width - 1
+        raw = length * 2  # zigzag of a positive length
+        width = 1 + (raw >= 1 << 7) + (raw >= 1 << 14) + (raw >= 1 << 21) + (raw >= 1 << 28)
+        size = width + length
+        total = np.cumsum(size)
+        before = total - size  # bytes of the fetch's earlier candidate records
+        section_start = np.repeat(before[section_at], reps)
+        pos = np.repeat(np.array(begins, dtype=np.int64), reps) + before - section_start
+        section_size = np.add.reduceat(size, section_at)
+        span = np.array([sections[i][1] - sections[i][0] for i in candidates], dtype=np.int64)
+        same = np.repeat(section_size == span, reps)
+        last = len(arr) - 1
+        for j in range(int(width.max())):
+            used = width > j
+            expected = ((raw >> (7 * j)) & 0x7F) | np.where(width > j + 1, 0x80, 0)
+            got = arr[np.minimum(pos + j, last)]
+            same &= ~used | (got == expected)
+        ok = np.logical_and.reduceat(same, section_at)
+        for k, index in enumerate(candidates):
+            if ok[k]:
+                lo, hi = int(section_at[k]), int(section_at[k] + reps[k])
+                body_start = pos[lo:hi] + width[lo:hi]
+                accepted[index] = (body_start, body_start + length[lo:hi])
+    for index, (begin, end, count) in enumerate(sections):
+        bounds = accepted.get(index)
+        if bounds is None:
+            _scan_records(data, arr, begin, end, count, starts, ends)
+        else:
+            starts.append(bounds[0])
+            ends.append(bounds[1])
+
+
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints at every position of ``pos`` at once: (values as int64, positions after).
 
@@ -348,18 +419,19 @@ def decode_fetch(
         ]
         data = b"".join(sections)
         arr = np.frombuffer(data, dtype=np.uint8)
+        bounds = []
         begin = 0
         for (header, _, _), section in zip(wanted, sections, strict=True):
-            _scan_records(
-                data, arr, begin, begin + len(section), header.records_count, starts, ends
-            )
+            bounds.append((begin, begin + len(section), header.records_count))
             begin += len(section)
     else:
         data = data_in
         arr = np.frombuffer(data, dtype=np.uint8)
-        for header, begin, _ in wanted:
-            end = begin - HEADER_SIZE + header.size
-            _scan_records(data, arr, begin, end, header.records_count, starts, ends)
+        bounds = [
+            (begin, begin - HEADER_SIZE + header.size, header.records_count)
+            for header, begin, _ in wanted
+        ]
+    _scan_sections(data, arr, bounds, starts, ends)
     return _columns(
         data,
         [header for header, _, _ in wanted],

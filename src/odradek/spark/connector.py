@@ -32,10 +32,11 @@ import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode
 
 from odradek.client.errors import ClientError, KafkaError
-from odradek.records.batch import Record
+from odradek.records.batch import EncodedRecords
 from odradek.records.errors import CorruptRecordError
 from odradek.records.header import iter_headers
 from odradek.spark.columnar import AbortedTransaction, decode_fetch
+from odradek.spark.encoding import encode_chunks, encode_headers
 from odradek.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
 from odradek.spark.partitioning import partitions_for_keys
 from odradek.spark.planning import DataLossError, report_data_loss
@@ -419,19 +420,22 @@ class RowRouter:
             )
         return {str(t) for t in pc.unique(column).to_pylist()}
 
-    def route(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[Record]]]:
-        """(topic, partition, records) chunks covering every row of ``batch``."""
+    def route(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, EncodedRecords]]:
+        """(topic, partition, records) chunks covering every row of ``batch``.
+
+        Rows are placed first (numpy over whole columns), then every chunk is encoded in one
+        pass over the Arrow columns (:func:`odradek.spark.encoding.encode_chunks`).
+        """
         count = batch.num_rows
         if count == 0:
             return
         values = _as_binary(batch.column(self.columns.value))
         keys = _as_binary(batch.column(self.columns.key)) if self.columns.key else None
-        headers = batch.column(self.columns.headers).to_pylist() if self.columns.headers else None
         sizes = _lengths(values, count) + _lengths(keys, count) + _RECORD_OVERHEAD
         header_lists: list[list[tuple[str, bytes | None]]] | None = None
-        if headers is not None:
+        if self.columns.headers:
             header_lists = []
-            for i, row in enumerate(headers):
+            for i, row in enumerate(batch.column(self.columns.headers).to_pylist()):
                 pairs = []
                 for header in row or ():
                     if header is None or header["key"] is None:
@@ -439,8 +443,6 @@ class RowRouter:
                     pairs.append((header["key"], header["value"]))
                     sizes[i] += 10 + len(header["key"]) + len(header["value"] or b"")
                 header_lists.append(pairs)
-        value_list = values.to_pylist()
-        key_list = keys.to_pylist() if keys is not None else None
 
         if self.options.topic is not None:
             by_topic = {self.options.topic: np.arange(count)}
@@ -455,6 +457,8 @@ class RowRouter:
             if self.columns.partition is not None
             else np.full(count, -1)
         ).astype(np.int64)
+        targets: list[tuple[str, int]] = []
+        chunks: list[np.ndarray] = []
         for topic, rows in by_topic.items():
             partitions_count = self._partition_count(topic)
             placed = explicit[rows]
@@ -476,15 +480,13 @@ class RowRouter:
                 group = rows[order[start:end]]
                 for chunk in _chunk_rows(group, sizes[group], self.options.batch_size):
                     target = partition if partition >= 0 else self._next_partition(topic)
-                    records = [
-                        Record(
-                            value_list[i],
-                            key_list[i] if key_list is not None else None,
-                            header_lists[i] if header_lists is not None else (),
-                        )
-                        for i in chunk.tolist()
-                    ]
-                    yield topic, target, records
+                    targets.append((topic, target))
+                    chunks.append(chunk)
+        encoded = encode_chunks(
+            keys, values, encode_headers(header_lists, count), chunks, int(time.time() * 1000)
+        )
+        for (topic, target), records in zip(targets, encoded, strict=True):
+            yield topic, target, records
 
     def _next_partition(self, topic: str) -> int:
         count = self._partition_count(topic)
@@ -557,7 +559,7 @@ async def _write(
             key = f"{metadata.topic}-{metadata.partition}"
             last_offsets[key] = max(last_offsets.get(key, -1), metadata.offset + size - 1)
 
-    async def send(topic: str, partition: int, chunk: list[Record]) -> tuple[Any, int]:
+    async def send(topic: str, partition: int, chunk: EncodedRecords) -> tuple[Any, int]:
         return await producer.send_batch(topic, partition, chunk), len(chunk)
 
     await producer.start()

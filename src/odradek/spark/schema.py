@@ -22,6 +22,7 @@ type as above). Other columns are ignored, as Spark's Kafka sink ignores them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -65,6 +66,7 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
+@functools.cache
 def arrow_source_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema Spark expects for :func:`source_schema` (checked with ``equals``)."""
     fields = [
