@@ -138,6 +138,11 @@ def test_encoded_chunks_are_the_bytes_the_record_encoder_writes() -> None:
         assert {r.timestamp_ms for r in got} == {records.base_timestamp}
         again = [Record(r.value, r.key, r.headers, r.timestamp_ms) for r in got]
         assert bytes(build_encoded_batch(records)) == bytes(build_batch(again))
+        # The exactly-once sink's transactional producer marks its batches transactional.
+        ids = {"producer_id": 7, "producer_epoch": 1, "base_sequence": 0}
+        assert bytes(build_encoded_batch(records, transactional=True, **ids)) == bytes(
+            build_batch(again, transactional=True, **ids)
+        )
         seen += [(r.key, r.value, [tuple(h) for h in r.headers]) for r in got]
     expected = [
         (keys[i], values[i], [(h["key"], h["value"]) for h in headers[i]]) for i in range(count)

@@ -1018,6 +1018,7 @@ class Producer(ClientUser):
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
                 base_sequence=batch.base_sequence,
+                transactional=self._txn is not None,
             )
         if batch.encoded is None:
             batch.encoded = build_batch(

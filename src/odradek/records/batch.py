@@ -405,6 +405,7 @@ def build_encoded_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
     compression_level: int | None = None,
 ) -> bytearray:
     """:func:`build_batch` for records already encoded: compress the section, add the header."""
@@ -412,15 +413,20 @@ def build_encoded_batch(
         raise ValueError("a record batch needs at least one record")
     if records.count > _MAX_RECORDS:
         raise ValueError(f"{records.count} records do not fit one batch")
+    if transactional and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id")
     compression = Compression(compression)
     section = records.section
     if compression is not Compression.NONE:
         section = compress(compression, section, compression_level)
+    attributes = int(compression)
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
     return _finish(
         section,
         base_offset=base_offset,
         partition_leader_epoch=-1,
-        attributes=int(compression),
+        attributes=attributes,
         last_offset_delta=records.count - 1,
         base_timestamp=records.base_timestamp,
         max_timestamp=records.max_timestamp,
