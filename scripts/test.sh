@@ -8,4 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
 .venv/bin/ruff check src tests bench
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# Two workers (pytest-xdist): most integration tests wait on subprocesses, ZooKeeper
+# sessions and timeouts rather than on the CPU. Each file stays on one worker, and so do all
+# Spark tests (tests/conftest.py groups them).
+exec .venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadgroup "$@"
