@@ -126,12 +126,12 @@ def test_consume_transform_produce_survives_sigkills(tmp_path: Path) -> None:
             plain.produce(source, f"m{i}".encode(), partition=0)
         plain.flush(WAIT_S)
         rng = random.Random(7)
-        for _ in range(5):
+        for _ in range(10):  # ten SIGKILLs at random points, each followed by a restart
             worker = threading.Thread(
                 target=_ctp_round, args=(broker.bootstrap, source, sink, group, 8.0)
             )
             worker.start()
-            time.sleep(rng.uniform(1.5, 4.0))
+            time.sleep(rng.uniform(1.0, 3.0))
             broker.kill()
             worker.join(60)
             broker.start()

@@ -165,7 +165,9 @@ def test_unclean_leader_election_loses_what_it_allows(
         assert results[TopicPartition(topic, 0)] is None, results
     after = [f"c{i}".encode() for i in range(5)]
     if mode == "disabled":
-        # Nobody in the ISR is alive: the partition stays offline, writes are refused.
+        # Nobody in the ISR is alive: once the controller acts (a new controller first, if
+        # the dead leader was it) the partition goes offline and stays so; writes are refused.
+        wait_for(lambda: cluster.partition_state(topic, 0).leader == -1, 30, "no leader")
         time.sleep(3)
         assert cluster.partition_state(topic, 0).leader == -1
         assert produce_recorded(bootstrap, topic, after, history, "after", 5, **plain) == 0

@@ -157,6 +157,7 @@ def _ctx(api_key: int, version: int) -> Any:
     return types.SimpleNamespace(
         header=types.SimpleNamespace(api_key=api_key, api_version=version, correlation_id=7),
         listener_name="PLAINTEXT",
+        authz=None,  # no authorizer: Metadata answers may be kept encoded
     )
 
 
