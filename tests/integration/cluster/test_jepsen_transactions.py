@@ -88,6 +88,7 @@ class TxnWorkload:
         self.errors: Counter[str] = Counter()  # what failed, by error name
         self.recreated = 0  # producers replaced after a fatal error or a failed abort
         self.crashed: list[str] = []  # a producer thread that died (a harness bug)
+        self.live: list[Record] = []  # what read_committed showed during the faults
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -98,8 +99,34 @@ class TxnWorkload:
         for i, txn_id in enumerate(self.txn_ids()):
             thread = threading.Thread(target=self._run, args=(f"p{i}", txn_id, i), daemon=True)
             self._threads.append(thread)
+        self._threads.append(threading.Thread(target=self._read_committed, daemon=True))
+        for thread in self._threads:
             thread.start()
         return self
+
+    def _read_committed(self) -> None:
+        """A read_committed reader during the faults (into ``live``): what it saw must be
+        committed for good (never aborted later, still visible after healing)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "jtx-live",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        try:
+            while not self.stop.is_set():
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                record = Record(msg.topic(), msg.partition(), msg.offset(), msg.value())
+                self.live.append(record)
+                self.history.observe(record)  # at that offset in the final log (dirty reads)
+        finally:
+            consumer.close()
 
     def finish(self, timeout: float = 120) -> None:
         self.stop.set()
@@ -249,6 +276,11 @@ def read_log(bootstrap: str, isolation: str, ends: dict[int, int], timeout: floa
         consumer.close()
 
 
+def _txn(history: History, record: Record) -> str | None:
+    write = history.attempted.get(record.value)
+    return write.txn if write is not None else None
+
+
 def high_watermarks(bootstrap: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jtx-hw"})
     try:
@@ -358,12 +390,21 @@ def test_read_committed_never_shows_aborted_data_under_faults(
         {True: "committed", False: "aborted", None: "unknown"}[o]
         for o in history.txn_outcomes.values()
     )
+    # What read_committed showed during the faults: never an aborted value, and nothing
+    # that is not visible to read_committed after healing (a commit is for good).
+    visible = {record.value for record in committed}
+    live_aborted = [
+        r for r in workload.live if history.txn_outcomes.get(_txn(history, r)) is False
+    ]
+    live_gone = [r for r in workload.live if r.value not in visible]
     schedule = "\n".join(f"{f} ({role})" for f, role in zip(nemesis.log, roles, strict=False))
     summary = "\n".join(
         [
             f"seed {seed} (rerun with JEPSEN_SEED={seed}): {len(nemesis.log)} faults in "
             f"{during:.0f} s; transactions {dict(outcomes)}; read_committed shows "
-            f"{len(committed)} of {len(final)} records",
+            f"{len(committed)} of {len(final)} records; during the faults "
+            f"{len(workload.live)}, of them aborted {len(live_aborted)} "
+            f"{live_aborted[:3]}, not visible after healing {len(live_gone)} {live_gone[:3]}",
             report.summary(),
             f"client errors: {dict(workload.errors) or 'none'}; producers recreated "
             f"{workload.recreated}; crashed: {workload.crashed or 'none'}; "
@@ -381,6 +422,7 @@ def test_read_committed_never_shows_aborted_data_under_faults(
     assert not report.aborted_reads, summary  # read_committed never shows aborted data
     assert not report.partial_txns, summary  # all or nothing; committed ones whole
     assert not report.duplicates, summary  # every record once, in both reads
+    assert not (live_aborted or live_gone or report.dirty_reads), summary
     assert not report.lost, summary  # nothing acknowledged lost
     assert not (report.moved or report.phantoms or report.reordered), summary
     assert settled, summary
