@@ -12,6 +12,13 @@ from tests.helpers.broker import BrokerProcess
 _ROOT = Path(__file__).resolve().parent.parent
 # Files whose brokers listen on Kafka's default port 9092, as a user's would: one worker.
 _DEFAULT_PORT_FILES = {"tests/docs/test_docs_examples.py", "tests/cli/test_readme_using_it.py"}
+# Files whose brokers run under the fault harness's group ids (tests/helpers/faults.py) and
+# are cut by nftables rules matching them: one worker, so one file's cuts never hit the
+# other's brokers (a shared ZooKeeper port would match both).
+_FAULT_FILES = {
+    "tests/integration/cluster/test_jepsen.py",
+    "tests/integration/cluster/test_jepsen_transactions.py",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,6 +36,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             group = "spark"
         elif group in _DEFAULT_PORT_FILES:
             group = "port-9092"
+        elif group in _FAULT_FILES:
+            group = "faults"
         item.add_marker(pytest.mark.xdist_group(group))
 
 

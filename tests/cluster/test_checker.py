@@ -140,6 +140,23 @@ def test_a_partly_visible_transaction_is_reported() -> None:
     assert not check(history, final, committed=[final[2]]).valid
 
 
+def test_a_committed_record_read_twice_by_read_committed_is_a_duplicate() -> None:
+    history, final = _txn_history()
+    report = check(history, final, committed=[final[0], final[2], final[0]])
+    assert report.duplicates == {b"c0": 2}
+    assert not report.valid
+
+
+def test_a_whole_aborted_transaction_visible_to_read_committed_is_reported() -> None:
+    """An aborted transaction's record is aborted even when read_committed shows the
+    whole transaction (all of it, so it is no partial one)."""
+    history, final = _txn_history()
+    report = check(history, final, committed=list(final))
+    assert sorted(r.value for r in report.aborted_reads) == [b"a0", b"a1"]
+    assert not report.partial_txns
+    assert not report.valid
+
+
 def test_an_acknowledgement_without_offset_only_needs_the_value_present() -> None:
     history, final = _history()
     history.attempt(Write("p1", 4, "t", 0, b"inferred"))

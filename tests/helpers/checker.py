@@ -22,7 +22,8 @@ whether the commit was acknowledged, the abort done, or the outcome unknown), a
 - **aborted reads**: a value of an aborted transaction is visible to read_committed;
 - **partial transactions**: a transaction of which read_committed shows some values but
   not all (atomicity); a committed one must show all (a missing value is **lost** when the
-  workload recorded the commit's values as acknowledged).
+  workload recorded the commit's values as acknowledged);
+- **duplicates**: a value read_committed shows more than once (exactly once).
 
 Unacknowledged writes are indeterminate (they may or may not be there), as in Jepsen.
 Pure data in, a :class:`Report` out, so the checker itself is unit-tested with histories
@@ -229,6 +230,9 @@ def _check_read_committed(history: History, committed: list[Record], report: Rep
         if write.txn is not None:
             written[write.txn].add(write.value)
     visible: dict[str, set[bytes]] = defaultdict(set)
+    for value, n in Counter(record.value for record in committed).items():
+        if n > 1:
+            report.duplicates[value] = max(n, report.duplicates.get(value, 0))
     for record in committed:
         write = history.attempted.get(record.value)
         if write is None or write.txn is None:
