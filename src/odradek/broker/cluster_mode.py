@@ -45,6 +45,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replica_selector import make_selector
 from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.cluster.controller import Controller
+from odradek.cluster.peer import Connector, open_plaintext
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.cluster.zk.errors import BrokerIdAlreadyRegistered, ZooKeeperError
@@ -225,9 +226,12 @@ class ClusterParts:
     internal_leadership: InternalTopicLeadership = field(default_factory=InternalTopicLeadership)
     coordinators: InternalTopicCoordinators | None = None
     reassignments: ReassignmentHandlers = field(default_factory=ReassignmentHandlers)
-    # broker id -> (host, port) to reach it from another broker (replica fetchers and the
-    # transaction marker channel); None while the cache does not know it.
+    # broker id -> (host, port) of its inter-broker listener, to reach it from another
+    # broker (replica fetchers and the transaction marker channel); None while the cache
+    # does not know it.
     address_of: Callable[[int], tuple[str, int] | None] = lambda _broker: None
+    # Opens a connection to another broker secured as the inter-broker listener demands.
+    connector: Connector = open_plaintext
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Awaitable[Any]]]:
         """API key -> handler(ctx, request): Metadata, DescribeCluster, CreateTopics and
@@ -271,12 +275,20 @@ def install(
         broker_epoch=lambda: membership.broker_epoch,
     )
 
+    inter_broker = config.inter_broker
+    listener = inter_broker.listener if inter_broker is not None else "PLAINTEXT"
+    connector = inter_broker.connect if inter_broker is not None else open_plaintext
+
     def address_of(broker: int) -> tuple[str, int] | None:
         live = cache.broker(broker)
-        return (live.host, live.port) if live is not None else None
+        return live.endpoint(listener) if live is not None else None
 
     fetchers = ReplicaFetcherManager(
-        membership.broker_id, replica_manager, address_of, FetcherSettings.from_config(config.get)
+        membership.broker_id,
+        replica_manager,
+        address_of,
+        FetcherSettings.from_config(config.get),
+        connector,
     )
     interbroker.fetchers = fetchers
     # Replication throttles: rates from dynamic broker configs, replicas from topic configs.
@@ -317,6 +329,7 @@ def install(
         leadership,
         coordinators,
         address_of=address_of,  # by name: the reassignments field comes before it
+        connector=connector,
     )
 
 
@@ -341,9 +354,9 @@ async def start_controller(
     listener starts here too (once the broker is registered)."""
     parts.configs.configs.start()
     settings: dict[str, Any] = {key: config.get(key) for key in _CONTROLLER_KEYS}
-    if config.get("inter.broker.listener.name"):
-        settings["inter.broker.listener.name"] = config.get("inter.broker.listener.name")
-    controller = Controller(membership.zk, membership.broker_id, settings)
+    if config.inter_broker is not None:  # always in a cluster (checked at start-up)
+        settings["inter.broker.listener.name"] = config.inter_broker.listener
+    controller = Controller(membership.zk, membership.broker_id, settings, parts.connector)
 
     async def forward(broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
         result = await controller.controlled_shutdown(broker_id, broker_epoch)
@@ -397,6 +410,8 @@ async def leave_cluster(
     elif parts and config.get("controlled.shutdown.enable") and membership.broker_epoch >= 0:
         await controlled_shutdown(
             parts.metadata_cache,
+            parts.address_of,
+            parts.connector,
             membership.broker_id,
             membership.broker_epoch,
             max_retries=config.get("controlled.shutdown.max.retries"),

@@ -777,8 +777,23 @@ class BrokerConfig:
         self.advertised_listeners  # noqa: B018 - validates listeners too, on construction
         used: set[str] = set()
         self.listener_security(used)  # TLS files load, SASL mechanisms are supported
+        self.inter_broker = self._inter_broker_security(used)
         for name in used:
             self.unused.pop(name, None)
+
+    def _inter_broker_security(self, used: set[str]) -> Any:
+        """How this broker reaches the others (:mod:`odradek.broker.security.inter_broker`);
+        None for a lone broker without its default PLAINTEXT inter-broker listener."""
+        from odradek.broker.security.inter_broker import inter_broker_security
+
+        given = {**self.unused, **self.security_props, **self.originals}
+        return inter_broker_security(
+            given,
+            self.advertised_listeners,
+            parse_protocol_map(self._values["listener.security.protocol.map"]),
+            cluster=bool(self.zookeeper_connect),
+            used=used,
+        )
 
     def listener_security(self, used: set[str] | None = None) -> dict[str, Any]:
         """Each secured listener's settings (:mod:`odradek.broker.security.settings`)."""

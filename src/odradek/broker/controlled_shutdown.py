@@ -4,8 +4,9 @@ Before a broker in a cluster stops, it asks the active controller to move leader
 its partitions to other in-sync replicas (ControlledShutdown, API key 7), so clients see
 only retriable NOT_LEADER_OR_FOLLOWER errors and refresh their metadata instead of timing
 out against a dead leader. As in Kafka: the controller is the one the metadata cache
-names (the last UpdateMetadata), so a broker cut off from ZooKeeper still tries; an attempt
-that fails or leaves partitions it could not move is retried
+names (the last UpdateMetadata), reached on its inter-broker listener, so a broker cut
+off from ZooKeeper still tries; an attempt that fails or leaves partitions it could not
+move is retried
 ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart;
 after that the broker stops anyway (the controller's broker-failure handling moves what
 is left when its registration disappears).
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.static.primitive import i32, i64
 
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.cluster.controller.channel import exchange
+from odradek.cluster.peer import Connector
 from odradek.protocol import interbroker
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,8 @@ CONNECT_TIMEOUT_S = 5.0
 
 async def controlled_shutdown(
     cache: MetadataCache,
+    address_of: Callable[[int], tuple[str, int] | None],
+    connector: Connector,
     broker_id: int,
     broker_epoch: int,
     *,
@@ -43,7 +48,9 @@ async def controlled_shutdown(
         if attempt:
             await asyncio.sleep(backoff_s)
         try:
-            response = await _ask_controller(cache, broker_id, broker_epoch, request_timeout_s)
+            response = await _ask_controller(
+                cache, address_of, connector, broker_id, broker_epoch, request_timeout_s
+            )
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
             log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
             continue
@@ -65,14 +72,18 @@ async def controlled_shutdown(
 
 
 async def _ask_controller(
-    cache: MetadataCache, broker_id: int, broker_epoch: int, timeout_s: float
+    cache: MetadataCache,
+    address_of: Callable[[int], tuple[str, int] | None],
+    connector: Connector,
+    broker_id: int,
+    broker_epoch: int,
+    timeout_s: float,
 ) -> Any:
-    controller = cache.broker(cache.controller_id)
-    if controller is None:
+    address = address_of(cache.controller_id)  # its inter-broker listener
+    if address is None:
         return None
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(controller.host, controller.port), CONNECT_TIMEOUT_S
-    )
+    link = await connector(*address, CONNECT_TIMEOUT_S, f"broker-{broker_id}")
+    reader, writer = link.reader, link.writer
     try:
         request = interbroker.request_class(interbroker.CONTROLLED_SHUTDOWN, VERSION)(
             broker_id=i32(broker_id), broker_epoch=i64(broker_epoch)

@@ -17,7 +17,11 @@ broker; a partition goes to one of them by a hash of its name. Each task loops:
    high watermark (capped at its own log end) and log start offset.
 
 Errors back off ``replica.fetch.backoff.ms``; a lost connection is opened again. The
-leader's address comes from LeaderAndIsr's live leaders, else the metadata cache.
+leader's address (its inter-broker listener) comes from LeaderAndIsr's live leaders, else
+the metadata cache; the connection is secured as that listener demands (TLS, SASL). A
+leader that refuses this broker (wrong credentials, or no ClusterAction for its
+principal under an authorizer) is reported in one ERROR line, repeated only at DEBUG
+while nothing changes: the follower stays out of the ISR until it is fixed.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from odradek.broker.fetch_session_handler import FetchSessionHandler
 from odradek.broker.replica_manager import Partition, ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuota
 from odradek.cluster.controller.channel import exchange
+from odradek.cluster.peer import AuthenticationError, Connector, PeerLink, open_plaintext
 from odradek.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,10 @@ log = logging.getLogger(__name__)
 FETCH, FETCH_VERSION = 1, 12
 OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION = 23, 4
 UNDEFINED_EPOCH = -1
+# A leader refusing this broker as a follower (Kafka answers a follower without
+# ClusterAction TOPIC_AUTHORIZATION_FAILED on Fetch; OffsetForLeaderEpoch here answers
+# CLUSTER_AUTHORIZATION_FAILED).
+_REFUSALS = (ErrorCode.cluster_authorization_failed, ErrorCode.topic_authorization_failed)
 
 
 @dataclass(frozen=True)
@@ -89,9 +98,12 @@ class ReplicaFetcher:
         replica_manager: ReplicaManager,
         address_of: Callable[[int], tuple[str, int] | None],
         settings: FetcherSettings,
+        connector: Connector = open_plaintext,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self.connector = connector
+        self._last_refusal = ""  # logged once at ERROR, then at DEBUG while it repeats
         self.name = f"ReplicaFetcher-{fetcher_id}-{leader_id}"
         self.replica_manager = replica_manager
         self.address_of = address_of
@@ -99,8 +111,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], _FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._link: PeerLink | None = None
         self._correlation_id = 0
         # Incremental fetch sessions (KIP-227) with the leader, as Kafka's fetcher uses.
         self._session = FetchSessionHandler()
@@ -139,10 +150,16 @@ class ReplicaFetcher:
                 await self._connect()
                 if any(state.truncating for state in self.partitions.values()):
                     await self._truncate()
-                if not await self._fetch():
+                if await self._fetch():
+                    self._last_refusal = ""  # a later refusal is news again
+                else:
                     await asyncio.sleep(self.settings.backoff_ms / 1000)
             except asyncio.CancelledError:
                 raise
+            except AuthenticationError as exc:
+                self._refused(f"cannot authenticate to leader {self.leader_id}: {exc}")
+                self._disconnect()
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
             except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
                 log.warning(
                     "%s: connection to broker %d failed: %s", self.name, self.leader_id, exc
@@ -154,30 +171,45 @@ class ReplicaFetcher:
                 self._disconnect()
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
 
+    def _refused(self, reason: str) -> None:
+        """One ERROR line per distinct refusal, not one per back-off."""
+        level = logging.DEBUG if reason == self._last_refusal else logging.ERROR
+        self._last_refusal = reason
+        log.log(level, "%s: %s; this broker stays out of the ISR", self.name, reason)
+
+    def _refusal(self, api: str, code: ErrorCode) -> str:
+        return (
+            f"leader {self.leader_id} refused {api} from this broker: {code.name.upper()} "
+            "(the principal this broker authenticates as on the inter-broker listener needs "
+            "ClusterAction on the Cluster: make it a super user)"
+        )
+
     async def _connect(self) -> None:
-        if self._writer is not None:
+        if self._link is not None and self._link.stale:
+            self._disconnect()  # its SASL session ends soon: a fresh one
+        if self._link is not None:
             return
         address = self.address_of(self.leader_id)
         if address is None:
             raise OSError(f"broker {self.leader_id} is not known to the metadata cache yet")
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(*address), self.settings.socket_timeout_ms / 1000
+        self._link = await self.connector(
+            *address, self.settings.socket_timeout_ms / 1000, self.name
         )
 
     def _disconnect(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._link is not None:
+            self._link.close()
+        self._link = None
         # A request may have been lost in flight: the leader's session epoch is unknown.
         self._session.reset()
 
     async def _send(self, api_key: int, version: int, request: Any, timeout_s: float) -> Any:
-        assert self._reader is not None and self._writer is not None
+        assert self._link is not None
         self._correlation_id += 1
         return await asyncio.wait_for(
             exchange(
-                self._reader,
-                self._writer,
+                self._link.reader,
+                self._link.writer,
                 api_key,
                 version,
                 request,
@@ -243,6 +275,9 @@ class ReplicaFetcher:
                 state, _latest = asked[key]
                 partition = self._current(key, state)
                 if partition is None:
+                    continue
+                if result.error_code in _REFUSALS:
+                    self._refused(self._refusal("OffsetForLeaderEpoch", result.error_code))
                     continue
                 if result.error_code != ErrorCode.none:
                     log.info(
@@ -408,6 +443,9 @@ class ReplicaFetcher:
             else:
                 state.truncating = True  # ahead of the leader: find the divergence point
             return True
+        if code in _REFUSALS:
+            self._refused(self._refusal("Fetch", code))
+            return False
         if code != ErrorCode.none:
             log.info(
                 "%s: fetch of %s-%d answered %s",
@@ -454,11 +492,13 @@ class ReplicaFetcherManager:
         replica_manager: ReplicaManager,
         address_of: Callable[[int], tuple[str, int] | None],
         settings: FetcherSettings,
+        connector: Connector = open_plaintext,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self._cache_address_of = address_of
         self.settings = settings
+        self.connector = connector
         # Leader endpoints from LeaderAndIsr (live_leaders), which may arrive before the
         # UpdateMetadata that fills the metadata cache (Kafka uses these).
         self.leader_addresses: dict[int, tuple[str, int]] = {}
@@ -489,6 +529,7 @@ class ReplicaFetcherManager:
                 self.replica_manager,
                 self.address_of,
                 self.settings,
+                self.connector,
             )
             fetcher.quota, fetcher.in_sync = self.quota, self.in_sync
             self._fetchers[key] = fetcher

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 __all__ = [
     "MECHANISMS",
     "MAX_ITERATIONS",
+    "ScramClient",
     "ScramCredential",
     "ScramError",
     "ScramServer",
@@ -29,6 +30,7 @@ __all__ = [
 # Mechanism name -> hashlib name and Kafka's minimum iterations.
 MECHANISMS = {"SCRAM-SHA-256": ("sha256", 4096), "SCRAM-SHA-512": ("sha512", 4096)}
 MAX_ITERATIONS = 16384  # Kafka's upper bound in AlterUserScramCredentials
+MECHANISMS_MIN_ITERATIONS = 4096
 
 
 class ScramError(Exception):
@@ -192,3 +194,65 @@ class ScramServer:
         server_signature = _hmac(self._algorithm, credential.server_key, auth_message)
         self._state = "done"
         return b"v=" + base64.b64encode(server_signature)
+
+
+def _escape_name(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    """The client side of one exchange (a broker authenticating to another):
+    :meth:`first` gives the client-first message, :meth:`final` answers the server-first
+    message, :meth:`verify` checks the server's signature (the server proves it knows
+    the credential too)."""
+
+    def __init__(
+        self,
+        mechanism: str,
+        user: str,
+        password: str,
+        nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24),
+    ) -> None:
+        self._algorithm = MECHANISMS[mechanism][0]
+        self._password = password
+        self._first_bare = f"n={_escape_name(user)},r={nonce()}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        try:
+            text = server_first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScramError("SCRAM server-first message is not UTF-8") from None
+        attributes = _attributes(text)
+        nonce = attributes.get("r", "")
+        ours = self._first_bare.split(",r=", 1)[1]
+        if not nonce.startswith(ours) or len(nonce) == len(ours):
+            raise ScramError("SCRAM server nonce does not extend ours")
+        try:
+            salt = base64.b64decode(attributes["s"], validate=True)
+            iterations = int(attributes["i"])
+        except (KeyError, ValueError):
+            raise ScramError("SCRAM server-first message lacks s= or i=") from None
+        if not MECHANISMS_MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise ScramError(f"SCRAM iteration count {iterations} out of range")
+        salted = hashlib.pbkdf2_hmac(self._algorithm, self._password.encode(), salt, iterations)
+        client_key = _hmac(self._algorithm, salted, b"Client Key")
+        stored_key = hashlib.new(self._algorithm, client_key).digest()
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = _hmac(self._algorithm, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = _hmac(self._algorithm, salted, b"Server Key")
+        self._server_signature = _hmac(self._algorithm, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        text = server_final.decode("utf-8", "replace")
+        if text.startswith("e="):
+            raise ScramError(f"SCRAM server error: {text[2:80]}")
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not self._server_signature or not hmac.compare_digest(server_final, expected):
+            raise ScramError("SCRAM server signature does not match (not the real broker?)")

@@ -17,7 +17,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable
 
-__all__ = ["build_server_context"]
+__all__ = ["build_client_context", "build_server_context"]
 
 Lookup = Callable[[str], str | None]
 
@@ -89,11 +89,11 @@ def _load_keystore(context: ssl.SSLContext, get: Lookup) -> None:
         raise ValueError(f"cannot load the key store ({where}): {exc}") from None
 
 
-def _load_truststore(context: ssl.SSLContext, get: Lookup) -> None:
+def _load_truststore(context: ssl.SSLContext, get: Lookup, purpose: ssl.Purpose) -> None:
     location = get("ssl.truststore.location")
     inline = get("ssl.truststore.certificates")
     if not location and not inline:
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        context.load_default_certs(purpose)
         return
     _store_type(get, "ssl.truststore.type")
     try:
@@ -105,9 +105,7 @@ def _load_truststore(context: ssl.SSLContext, get: Lookup) -> None:
         raise ValueError(f"cannot load the trust store: {exc}") from None
 
 
-def build_server_context(get: Lookup) -> ssl.SSLContext:
-    """``get(key)`` returns the listener's value of a Kafka ``ssl.*`` key or None."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _versions_and_ciphers(context: ssl.SSLContext, get: Lookup) -> None:
     protocols = [p.strip() for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",")]
     protocols = [p for p in protocols if p]
     unknown = [p for p in protocols if p not in _VERSIONS]
@@ -130,6 +128,12 @@ def build_server_context(get: Lookup) -> ssl.SSLContext:
                 f"ssl.cipher.suites: none of {', '.join(legacy)} is a cipher OpenSSL knows "
                 "(use OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-SHA256)"
             ) from None
+
+
+def build_server_context(get: Lookup) -> ssl.SSLContext:
+    """``get(key)`` returns the listener's value of a Kafka ``ssl.*`` key or None."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _versions_and_ciphers(context, get)
     client_auth = (get("ssl.client.auth") or "none").strip().lower()
     if client_auth not in _CLIENT_AUTH:
         raise ValueError(
@@ -138,5 +142,25 @@ def build_server_context(get: Lookup) -> ssl.SSLContext:
     _load_keystore(context, get)
     context.verify_mode = _CLIENT_AUTH[client_auth]
     if client_auth != "none":
-        _load_truststore(context, get)
+        _load_truststore(context, get, ssl.Purpose.CLIENT_AUTH)
+    return context
+
+
+def build_client_context(get: Lookup) -> ssl.SSLContext:
+    """The context a broker connects to another broker's listener with, from that
+    listener's keys (as Kafka's inter-broker client): the trust store verifies the peer's
+    certificate, the key store is presented (mutual TLS, ``ssl.client.auth=required``), and
+    ``ssl.endpoint.identification.algorithm`` (default ``https``) checks the host name."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _versions_and_ciphers(context, get)
+    if get("ssl.keystore.location") or get("ssl.keystore.key"):
+        _load_keystore(context, get)
+    _load_truststore(context, get, ssl.Purpose.SERVER_AUTH)
+    algorithm = (get("ssl.endpoint.identification.algorithm") or "https").strip().lower()
+    if algorithm not in ("https", ""):
+        raise ValueError(
+            f"ssl.endpoint.identification.algorithm: expected https or empty, got {algorithm!r}"
+        )
+    context.check_hostname = algorithm == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
     return context

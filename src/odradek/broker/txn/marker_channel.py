@@ -12,8 +12,9 @@ was deleted: there is nothing left to mark, as Kafka drops it from the pending m
 One queue and one connection per destination broker, one request at a time on it: the
 markers of transactions that end while a request is in flight wait and go out together
 in the next request (Kafka's per-broker batching); a connection that fails is dropped
-and opened again by the next request. The request version is fixed (v1, what
-this broker advertises), with no ApiVersions round trip, as the controller's channel.
+and opened again by the next request, to the leader's inter-broker listener and secured
+as it demands. The request version is fixed (v1, what this broker advertises), with no
+ApiVersions round trip, as the controller's channel.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from odradek.broker.txn.markers import (
     append_marker,
 )
 from odradek.cluster.controller.channel import exchange
+from odradek.cluster.peer import Connector, PeerLink, open_plaintext
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +61,20 @@ class _Destination:
     goes out together in the next one (markers of many transactions in one request)."""
 
     def __init__(
-        self, name: str, address: Callable[[], tuple[str, int] | None], timeout_s: float
+        self,
+        name: str,
+        address: Callable[[], tuple[str, int] | None],
+        timeout_s: float,
+        connector: Connector = open_plaintext,
     ) -> None:
         self.name = name
         self._address = address
         self.timeout_s = timeout_s
+        self._connector = connector
         self._queue: list[_Pending] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._link: PeerLink | None = None
         self._correlation_id = 0
 
     async def submit(
@@ -113,16 +119,15 @@ class _Destination:
             return failed
         request = markers_v1.WriteTxnMarkersRequest(markers=tuple(p.marker for p in batch))
         try:
-            if self._writer is None:
-                self._reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(*address), self.timeout_s
-                )
-            assert self._reader is not None
+            if self._link is not None and self._link.stale:
+                self.close()  # its SASL session ends soon: a fresh one
+            if self._link is None:
+                self._link = await self._connector(*address, self.timeout_s, self.name)
             self._correlation_id += 1
             response = await asyncio.wait_for(
                 exchange(
-                    self._reader,
-                    self._writer,
+                    self._link.reader,
+                    self._link.writer,
                     WRITE_TXN_MARKERS,
                     WRITE_TXN_MARKERS_VERSION,
                     request,
@@ -147,9 +152,9 @@ class _Destination:
         return failed
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._link is not None:
+            self._link.close()
+        self._link = None
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -173,7 +178,9 @@ class ClusterMarkerWriter:
         on_offsets_marker: OffsetsMarkerHook | None = None,
         wait_replicated: ReplicationWait | None = None,
         timeout_s: float = 30.0,
+        connector: Connector = open_plaintext,
     ) -> None:
+        self._connector = connector
         self.broker_id = broker_id
         self._replica_manager = replica_manager
         self._cache = cache
@@ -270,6 +277,7 @@ class ClusterMarkerWriter:
                 f"txn-markers-{self.broker_id}-to-{leader}",
                 lambda: self._address_of(leader),
                 self._timeout_s,
+                self._connector,
             )
             self._destinations[leader] = destination
         return await destination.submit(entry, tps)

@@ -63,6 +63,7 @@ class TransactionService:
                 on_offsets_marker=self.offsets.complete,
                 wait_replicated=self.wait_replicated,
                 timeout_s=APPEND_TIMEOUT_MS / 1000,
+                connector=parts.connector,
             )
             parts.internal_leadership.register(
                 TRANSACTION_STATE_TOPIC, self._on_elected, self._on_resigned

@@ -4,8 +4,10 @@ As Kafka's ControllerChannelManager / RequestSendThread: requests to a broker go
 at a time, in order; a request that fails (connection refused, reset, timeout) is sent
 again on a new connection after ``controller.socket.retry.backoff`` until it is answered
 or the broker is removed (it died; its queue is dropped). The endpoint is the broker's
-``inter.broker.listener.name`` endpoint from ``/brokers/ids``, or its first PLAINTEXT
-one (``security.inter.broker.protocol`` defaults to PLAINTEXT).
+endpoint of the inter-broker listener from ``/brokers/ids`` (``inter.broker.listener.name``,
+or the listener named by ``security.inter.broker.protocol``), or without one its first
+PLAINTEXT one; the connection is opened by the broker's connector, which secures it as
+that listener demands (TLS, SASL: :mod:`odradek.broker.security.inter_broker`).
 
 The connection is a small one of its own rather than the client's BrokerConnection: like
 Kafka's controller it sends the versions its protocol level fixes without an ApiVersions
@@ -21,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.cluster.controller.request_batch import OutgoingRequest
+from odradek.cluster.peer import AuthenticationError, Connector, PeerLink, open_plaintext
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
 from odradek.protocol.codec import decode_response, encode_request
 
@@ -68,15 +71,23 @@ async def exchange(
 class BrokerChannel:
     """The send queue and connection of one broker."""
 
-    def __init__(self, controller_id: int, broker: int, endpoint: BrokerEndpoint, timeout_s: float):
+    def __init__(
+        self,
+        controller_id: int,
+        broker: int,
+        endpoint: BrokerEndpoint,
+        timeout_s: float,
+        connector: Connector = open_plaintext,
+    ):
         self.controller_id = controller_id
         self.broker = broker
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.connector = connector
         self.queue: asyncio.Queue[OutgoingRequest] = asyncio.Queue()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._link: PeerLink | None = None
         self._correlation_id = 0
+        self._last_failure = ""  # said once at WARNING, then at DEBUG while it repeats
         self._closed = False
         self._task = asyncio.create_task(self._run(), name=f"controller-channel-{broker}")
 
@@ -101,6 +112,20 @@ class BrokerChannel:
             while response is None:
                 try:
                     response = await asyncio.wait_for(self._exchange(item), self.timeout_s)
+                except AuthenticationError as exc:
+                    # Retried every backoff: say it once, not ten times a second.
+                    if str(exc) != self._last_failure:
+                        log.error(
+                            "controller %d: cannot reach broker %d on the inter-broker "
+                            "listener %s: %s",
+                            self.controller_id,
+                            self.broker,
+                            self.endpoint.listener,
+                            exc,
+                        )
+                    self._last_failure = str(exc)
+                    self._disconnect()
+                    await asyncio.sleep(RETRY_BACKOFF_S)
                 except (OSError, TimeoutError, EOFError, ValueError) as exc:
                     log.info(
                         "controller %d: sending %s to broker %d failed (%s); retrying",
@@ -111,6 +136,8 @@ class BrokerChannel:
                     )
                     self._disconnect()
                     await asyncio.sleep(RETRY_BACKOFF_S)
+                else:
+                    self._last_failure = ""
             if item.callback is not None:
                 try:
                     item.callback(self.broker, response)
@@ -118,15 +145,19 @@ class BrokerChannel:
                     log.exception("controller response callback failed")
 
     async def _exchange(self, item: OutgoingRequest) -> Any:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(
-                self.endpoint.host, self.endpoint.port
+        if self._link is not None and self._link.stale:
+            self._disconnect()  # its SASL session ends soon: a fresh one
+        if self._link is None:
+            self._link = await self.connector(
+                self.endpoint.host,
+                self.endpoint.port,
+                self.timeout_s,
+                f"controller-{self.controller_id}",
             )
-        assert self._reader is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         return await exchange(
-            self._reader,
-            self._writer,
+            self._link.reader,
+            self._link.writer,
             item.api_key,
             item.version,
             item.request,
@@ -135,15 +166,18 @@ class BrokerChannel:
         )
 
     def _disconnect(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._link is not None:
+            self._link.close()
+        self._link = None
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self, controller_id: int, config: Mapping[str, Any], connector: Connector = open_plaintext
+    ) -> None:
         self.controller_id = controller_id
         self.listener_name = config.get("inter.broker.listener.name") or None
+        self.connector = connector
         self.timeout_s = int(config.get("controller.socket.timeout.ms", 30000)) / 1000
         self._channels: dict[int, BrokerChannel] = {}
 
@@ -163,7 +197,7 @@ class ControllerChannelManager:
             )
             return
         self._channels[registration.broker_id] = BrokerChannel(
-            self.controller_id, registration.broker_id, endpoint, self.timeout_s
+            self.controller_id, registration.broker_id, endpoint, self.timeout_s, self.connector
         )
 
     async def remove_broker(self, broker: int) -> None:

@@ -40,6 +40,7 @@ from odradek.cluster.controller.reassignment import ReassignmentResult, Reassign
 from odradek.cluster.controller.replica_state_machine import ReplicaStateMachine
 from odradek.cluster.controller.request_batch import RequestBatch
 from odradek.cluster.controller.topic_deletion import TopicDeletionManager
+from odradek.cluster.peer import Connector, open_plaintext
 from odradek.cluster.zk import paths
 from odradek.cluster.zk.client import ControllerEpoch, ZkClient
 from odradek.cluster.zk.election import ControllerElector
@@ -79,7 +80,13 @@ def _answer(event: ev.ControllerEvent, result: Any) -> None:
 
 
 class Controller:
-    def __init__(self, zk: ZkClient, broker_id: int, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        config: Mapping[str, Any],
+        connector: Connector = open_plaintext,
+    ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.config = config
@@ -91,6 +98,8 @@ class Controller:
         self.imbalance_percentage = float(config.get("leader.imbalance.per.broker.percentage", 10))
         self.ctx = ControllerContext()
         self.batch = RequestBatch(broker_id)
+        # LeaderAndIsr names each leader's inter-broker endpoint (Kafka's liveLeaders).
+        self.batch.listener = config.get("inter.broker.listener.name") or None
         self.batch.stop_replica_callback = self._stop_replica_answered
         self.partitions = PartitionStateMachine(self.ctx, zk, self.batch, self._unclean_enabled)
         self.replicas = ReplicaStateMachine(self.ctx, zk, self.batch)
@@ -108,7 +117,7 @@ class Controller:
         self.reassignments = Reassignments(
             self.ctx, zk, self.batch, self.partitions, self.replicas, self.deletion.resume
         )
-        self.channels = ControllerChannelManager(broker_id, config)
+        self.channels = ControllerChannelManager(broker_id, config, connector)
         self.events = ev.ControllerEventManager(self._process)
         self._elector: ControllerElector | None = None
         self._active: ControllerEpoch | None = None

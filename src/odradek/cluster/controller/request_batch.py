@@ -48,6 +48,7 @@ class RequestBatch:
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
     stop_replica_callback: ResponseCallback | None = None
+    listener: str | None = None  # the inter-broker listener (None: the first PLAINTEXT)
 
     def is_empty(self) -> bool:
         return not (self.leader_and_isr or self.stop_replica or self.update_metadata_brokers)
@@ -146,7 +147,7 @@ class RequestBatch:
             )
         live_leaders = []
         for leader in sorted(leaders):
-            endpoint = _endpoint(ctx, leader)
+            endpoint = _endpoint(ctx, leader, self.listener)
             if endpoint is not None:
                 live_leaders.append(
                     {"broker_id": leader, "host_name": endpoint.host, "port": endpoint.port}
@@ -242,9 +243,11 @@ def _topic_id(ctx: ControllerContext, topic: str) -> Any:
     return None if topic_id is None else parse_kafka_uuid(topic_id)
 
 
-def _endpoint(ctx: ControllerContext, broker: int) -> Any:
+def _endpoint(ctx: ControllerContext, broker: int, listener: str | None = None) -> Any:
     registration = ctx.live_brokers.get(broker)
     if registration is None:
         return None
+    if listener is not None:
+        return next((e for e in registration.endpoints if e.listener == listener), None)
     plaintext = [e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"]
     return (plaintext or list(registration.endpoints) or [None])[0]
