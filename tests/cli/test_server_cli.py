@@ -75,6 +75,26 @@ def run_server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             "queued.max.request.bytes (10) must be larger or equal to socket.request.max.bytes",
         ),
         (["--override", "max.connections.per.ip=0"], "can be set to zero only if"),
+        (
+            [
+                "--override",
+                "inter.broker.listener.name=PLAINTEXT",
+                "--override",
+                "security.inter.broker.protocol=PLAINTEXT",
+            ],
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol",
+        ),
+        (
+            [
+                "--override",
+                "listeners=PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2",
+                "--override",
+                "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "--override",
+                "security.inter.broker.protocol=SASL_PLAINTEXT",
+            ],
+            "sasl.mechanism.inter.broker.protocol=GSSAPI is not supported",
+        ),
         (["--override", "max.connections.per.ip.overrides=h"], "expected host:count pairs"),
         (["--override", "justakey"], "--override expects key=value"),
         (["missing.properties"], "cannot read config file"),

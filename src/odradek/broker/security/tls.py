@@ -156,7 +156,8 @@ def build_client_context(get: Lookup) -> ssl.SSLContext:
     if get("ssl.keystore.location") or get("ssl.keystore.key"):
         _load_keystore(context, get)
     _load_truststore(context, get, ssl.Purpose.SERVER_AUTH)
-    algorithm = (get("ssl.endpoint.identification.algorithm") or "https").strip().lower()
+    raw = get("ssl.endpoint.identification.algorithm")  # empty: no host name check
+    algorithm = "https" if raw is None else raw.strip().lower()
     if algorithm not in ("https", ""):
         raise ValueError(
             f"ssl.endpoint.identification.algorithm: expected https or empty, got {algorithm!r}"
