@@ -2,9 +2,13 @@
 replicated three times across three broker processes over a real ZooKeeper.
 
     PYTHONPATH=src python bench/bench_replication.py [--messages 10000] [--rounds 3]
+        [--inter-broker-sasl-ssl]
 
 Prints the median messages/s of each (rounds alternate) and the ratio acks=all / acks=1,
-measured in the same run.
+measured in the same run. With ``--inter-broker-sasl-ssl`` a second cluster of three
+brokers replicates over a SASL_SSL inter-broker listener (SCRAM-SHA-512, mutual TLS) and
+its acks=all rate is printed as a ratio to the PLAINTEXT cluster's, rounds alternating
+between the two clusters.
 """
 
 from __future__ import annotations
@@ -20,9 +24,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.helpers.broker import BrokerProcess
+from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
+from tests.helpers.certs import make_pki
 
+from odradek.broker.security.scram import credential_from_password
+from odradek.cluster.zk.client import ZkClient
+from odradek.cluster.zk.user_configs import write_scram
 from odradek.cluster.zookeeper_server import ZooKeeperServer
+
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="broker" password="broker-secret";'
+)
 
 
 def produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
@@ -41,41 +54,101 @@ def produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
     return count / (time.perf_counter() - started)
 
 
+def start_cluster(root: Path, zk_connect: str, secured: bool) -> list[BrokerProcess]:
+    """Three brokers; ``secured``: they replicate over an INTERNAL SASL_SSL listener."""
+    extra: dict[str, str] = {}
+    if secured:
+        pki = make_pki(root / "pki")
+        zk = ZkClient.connect(zk_connect)
+        credential = credential_from_password("SCRAM-SHA-512", "broker-secret")
+        write_scram(zk, "broker", {"SCRAM-SHA-512": credential.to_text()})
+        zk.close()
+        extra = {
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            "listener.name.internal.ssl.keystore.type": "PEM",
+            "listener.name.internal.ssl.keystore.location": str(pki.server),
+            "listener.name.internal.ssl.truststore.type": "PEM",
+            "listener.name.internal.ssl.truststore.location": str(pki.ca),
+            "listener.name.internal.ssl.client.auth": "required",
+        }
+    brokers = []
+    for broker_id in (1, 2, 3):
+        overrides = {
+            "zookeeper.connect": zk_connect,
+            "broker.id": str(broker_id),
+            "controlled.shutdown.retry.backoff.ms": "100",
+            **extra,
+        }
+        broker = BrokerProcess(root / f"b{broker_id}", overrides=overrides)
+        internal = free_port()
+        if secured:
+            broker.overrides["listeners"] = (
+                f"PLAINTEXT://127.0.0.1:{broker.port},INTERNAL://127.0.0.1:{internal}"
+            )
+        brokers.append(broker.start())
+        if secured:
+            wait_for_port(internal, 30, broker.proc)
+    return brokers
+
+
+def create_topics(bootstrap: str, topics: tuple[str, ...]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic in topics:
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", help="put data and broker logs here (kept)")
+    parser.add_argument(
+        "--inter-broker-sasl-ssl",
+        action="store_true",
+        help="also measure acks=all with SASL_SSL between brokers (a second cluster)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-repl-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         zk = ZooKeeperServer(root / "zk").start()
-        brokers = []
+        brokers: list[BrokerProcess] = []
+        secured: list[BrokerProcess] = []
         try:
-            for broker_id in (1, 2, 3):
-                overrides = {
-                    "zookeeper.connect": f"127.0.0.1:{zk.port}",
-                    "broker.id": str(broker_id),
-                    "controlled.shutdown.retry.backoff.ms": "100",
-                }
-                brokers.append(BrokerProcess(root / f"b{broker_id}", overrides=overrides).start())
+            brokers = start_cluster(root / "plain", f"127.0.0.1:{zk.port}/plain", False)
             bootstrap = ",".join(b.bootstrap for b in brokers)
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            for topic in ("one", "all"):
-                admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+            create_topics(bootstrap, ("one", "all"))
+            secured_bootstrap = ""
+            if args.inter_broker_sasl_ssl:
+                secured = start_cluster(root / "secured", f"127.0.0.1:{zk.port}/secured", True)
+                secured_bootstrap = ",".join(b.bootstrap for b in secured)
+                create_topics(secured_bootstrap, ("one", "all"))
             time.sleep(2)  # followers join the ISR
             for topic, acks in (("one", "1"), ("all", "all")):  # warm up: connections, metadata
                 produce(bootstrap, topic, 1000, acks)
+            if secured_bootstrap:
+                produce(secured_bootstrap, "all", 1000, "all")
             # Alternate and take medians: the machine is shared, single runs are noisy.
-            ones, alls = [], []
+            ones, alls, tls = [], [], []
             for _ in range(args.rounds):
                 ones.append(produce(bootstrap, "one", args.messages, "1"))
                 alls.append(produce(bootstrap, "all", args.messages, "all"))
+                if secured_bootstrap:
+                    tls.append(produce(secured_bootstrap, "all", args.messages, "all"))
             one, every = statistics.median(ones), statistics.median(alls)
             print(f"acks=1   {one:10.0f} msg/s (baseline, median of {args.rounds})")
             print(f"acks=all {every:10.0f} msg/s  ratio {every / one:.2f}")
+            if tls:
+                secure = statistics.median(tls)
+                print(
+                    f"acks=all, SASL_SSL between brokers {secure:10.0f} msg/s  "
+                    f"ratio {secure / every:.2f} to acks=all with PLAINTEXT between brokers"
+                )
         finally:
-            for broker in brokers:
+            for broker in (*brokers, *secured):
                 broker.stop(timeout=60)
             zk.stop()
 

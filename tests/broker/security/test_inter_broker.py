@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 
 import pytest
 
@@ -232,6 +233,7 @@ def test_link_to_a_real_sasl_ssl_listener(pki: Pki, tmp_path) -> None:
         "SASL_SSL",
         **{
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.connections.max.reauth.ms": "60000",
             "listener.name.internal.ssl.keystore.type": "PEM",
             "listener.name.internal.ssl.keystore.location": str(pki.server),
             "listener.name.internal.ssl.truststore.type": "PEM",
@@ -254,8 +256,11 @@ def test_link_to_a_real_sasl_ssl_listener(pki: Pki, tmp_path) -> None:
         ).inter_broker  # fmt: skip
 
         async def attempts() -> str:
+            started = time.monotonic()
             link = await good.connect("127.0.0.1", internal, 10, "test")
             assert link.writer.get_extra_info("ssl_object") is not None
+            # KIP-368: renewed at 85% of the session the listener grants, before it ends.
+            assert started + 50 <= link.renew_at <= time.monotonic() + 51 and not link.stale
             link.close()
             with pytest.raises(AuthenticationError) as info:
                 await bad.connect("127.0.0.1", internal, 10, "test")

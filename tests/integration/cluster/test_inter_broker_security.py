@@ -57,6 +57,9 @@ def cluster(
         "listener.name.internal.ssl.truststore.type": "PEM",
         "listener.name.internal.ssl.truststore.location": str(pki.ca),
         "listener.name.internal.ssl.client.auth": "required",
+        # SASL sessions end every few seconds (KIP-368): every channel opens a fresh
+        # link before its session ends, and replication goes on.
+        "listener.name.internal.connections.max.reauth.ms": "5000",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         # The clients' PLAINTEXT principal is a super user too: this module is about the
         # brokers' own principal.
