@@ -50,3 +50,43 @@ def test_close_ends_a_channel_whose_cancellation_was_swallowed(
     monkeypatch.setattr(channel_module.asyncio, "wait_for", racy_wait_for)
     asyncio.run(scenario())
     assert answered == ["the answer that came with the cancellation"]
+
+
+def test_refusals_and_bugs_are_said_once_and_retried(caplog: pytest.LogCaptureFixture) -> None:
+    """A broker refusing the controller's credentials, or an unexpected error, neither ends
+    the channel (the broker would never hear from the controller again) nor floods the
+    log: one ERROR line per distinct failure, then the request goes through."""
+    from odradek.cluster.peer import AuthenticationError
+
+    failures: list[BaseException] = [
+        *(AuthenticationError("SASL_AUTHENTICATION_FAILED") for _ in range(3)),
+        *(TypeError("a bug") for _ in range(2)),
+    ]
+    answered: list[Any] = []
+
+    async def scenario() -> None:
+        endpoint = BrokerEndpoint("INTERNAL", "127.0.0.1", 9, "SASL_SSL")
+        channel = BrokerChannel(1, 2, endpoint, timeout_s=30)
+
+        async def flaky_exchange(_item: OutgoingRequest) -> Any:
+            if failures:
+                raise failures.pop(0)
+            return "answered"
+
+        channel._exchange = flaky_exchange  # type: ignore[method-assign]
+        channel.queue.put_nowait(
+            OutgoingRequest(2, 4, 7, None, lambda _broker, response: answered.append(response))
+        )
+        for _ in range(100):
+            if answered:
+                break
+            await asyncio.sleep(0.05)
+        await channel.close()
+
+    with caplog.at_level("INFO", logger="odradek.cluster.controller.channel"):
+        asyncio.run(scenario())
+    assert answered == ["answered"]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2, errors
+    assert "cannot reach broker 2 on the inter-broker listener INTERNAL" in errors[0]
+    assert "SASL_AUTHENTICATION_FAILED" in errors[0]

@@ -136,6 +136,19 @@ class BrokerChannel:
                     )
                     self._disconnect()
                     await asyncio.sleep(RETRY_BACKOFF_S)
+                except Exception as exc:
+                    # A bug must not end this task silently: the broker would never hear
+                    # from the controller again. Said once, retried like a lost connection.
+                    if repr(exc) != self._last_failure:
+                        log.exception(
+                            "controller %d: sending %s to broker %d failed; retrying",
+                            self.controller_id,
+                            type(item.request).__name__,
+                            self.broker,
+                        )
+                    self._last_failure = repr(exc)
+                    self._disconnect()
+                    await asyncio.sleep(RETRY_BACKOFF_S)
                 else:
                     self._last_failure = ""
             if item.callback is not None:
