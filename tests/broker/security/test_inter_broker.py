@@ -223,30 +223,43 @@ def test_scram_client_detects_a_forged_server_signature() -> None:
         client.verify(b"e=invalid-proof")
 
 
-def test_link_to_a_real_sasl_ssl_listener(pki: Pki, tmp_path) -> None:
-    """What every inter-broker channel does: TLS with the listener's CA, then SCRAM; a
-    wrong password is an AuthenticationError with the broker's error, in one line."""
+def test_links_to_real_sasl_ssl_and_mutual_tls_listeners(pki: Pki, tmp_path) -> None:
+    """What every inter-broker channel does: TLS with the listener's CA, then PLAIN; a
+    wrong password is an AuthenticationError with the broker's error, in one line. Over
+    an SSL listener with ssl.client.auth=required the broker's key store is presented
+    (its certificate names the principal), and a peer certificate the trust store does
+    not vouch for fails the link."""
     from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
 
-    internal = free_port()
+    internal, mtls = free_port(), free_port()
     settings = _internal(
         "SASL_SSL",
         **{
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "listener.name.internal.connections.max.reauth.ms": "60000",
-            "listener.name.internal.ssl.keystore.type": "PEM",
-            "listener.name.internal.ssl.keystore.location": str(pki.server),
-            "listener.name.internal.ssl.truststore.type": "PEM",
-            "listener.name.internal.ssl.truststore.location": str(pki.ca),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca),
+            "listener.name.mtls.ssl.client.auth": "required",
         },
     )
+    settings["listener.security.protocol.map"] += ",MTLS:SSL"
     broker = BrokerProcess(tmp_path / "data", overrides=settings)
-    listeners = f"PLAINTEXT://127.0.0.1:{broker.port},INTERNAL://127.0.0.1:{internal}"
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{broker.port},INTERNAL://127.0.0.1:{internal},"
+        f"MTLS://127.0.0.1:{mtls}"
+    )
     broker.overrides["listeners"] = listeners
     broker.start()
     try:
-        wait_for_port(internal, 30, broker.proc)
+        wait_for_port(mtls, 30, broker.proc)
         good = BrokerConfig({**settings, "listeners": listeners}).inter_broker
+        as_mtls = {**settings, "listeners": listeners, "inter.broker.listener.name": "MTLS"}
+        mutual = BrokerConfig(as_mtls).inter_broker
+        stranger = BrokerConfig(
+            {**as_mtls, "ssl.truststore.location": str(pki.other_ca_client_cert)}
+        ).inter_broker
         wrong_jaas = (
             f'{PLAIN_MODULE} required username="broker" password="nope" user_broker="x";'
         )
@@ -264,11 +277,19 @@ def test_link_to_a_real_sasl_ssl_listener(pki: Pki, tmp_path) -> None:
             link.close()
             with pytest.raises(AuthenticationError) as info:
                 await bad.connect("127.0.0.1", internal, 10, "test")
+            link = await mutual.connect("127.0.0.1", mtls, 10, "test")
+            link.close()
+            with pytest.raises(AuthenticationError) as untrusted:
+                await stranger.connect("127.0.0.1", mtls, 10, "test")
+            assert "TLS handshake" in str(untrusted.value)
+            assert "CERTIFICATE_VERIFY_FAILED" in str(untrusted.value)
             return str(info.value)
 
         message = asyncio.run(attempts())
         assert "SASL_AUTHENTICATION_FAILED" in message and "\n" not in message
         assert "nope" not in message
-        assert "authenticated as User:broker with PLAIN on listener INTERNAL" in broker.log_text()
+        text = broker.log_text()
+        assert "authenticated as User:broker with PLAIN on listener INTERNAL" in text
+        assert "on listener MTLS: client certificate principal User:CN=localhost" in text
     finally:
         broker.stop()
