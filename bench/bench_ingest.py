@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -84,6 +85,9 @@ def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
         raise
     finally:
         stop_process(proc)
+        # Gone before the next broker runs: its dirty pages are dropped, not written back
+        # while the next one is measured.
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def create_topic(port: int, topic: str) -> None:

@@ -51,8 +51,8 @@ FETCH, FETCH_VERSION = 1, 12
 OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION = 23, 4
 UNDEFINED_EPOCH = -1
 # A leader refusing this broker as a follower (Kafka answers a follower without
-# ClusterAction TOPIC_AUTHORIZATION_FAILED on Fetch; OffsetForLeaderEpoch here answers
-# CLUSTER_AUTHORIZATION_FAILED).
+# ClusterAction TOPIC_AUTHORIZATION_FAILED on Fetch, and on OffsetForLeaderEpoch when it
+# may not describe the topic either).
 _REFUSALS = (ErrorCode.cluster_authorization_failed, ErrorCode.topic_authorization_failed)
 
 

@@ -409,3 +409,41 @@ def test_client_quota_apis_need_describe_or_alter_configs_on_the_cluster(
     (entry,) = response.entries
     assert entry.error_code == ErrorCode.cluster_authorization_failed
     assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "c")]
+
+
+def test_offset_for_leader_epoch_needs_cluster_action_or_topic_describe(
+    enforcer: Enforcer,
+) -> None:
+    # KIP-320: a follower without ClusterAction is treated as a consumer, per topic.
+    request = build_request(
+        23,
+        4,
+        {
+            "replica_id": 2,
+            "topics": [
+                {
+                    "topic": t,
+                    "partitions": [{"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}],
+                }
+                for t in ("ok", "no")
+            ],
+        },
+    )
+
+    def answer(req: Any) -> Any:
+        topics = [
+            {
+                "topic": t.topic,
+                "partitions": [
+                    {"error_code": 0, "partition": 0, "leader_epoch": 0, "end_offset": 7}
+                ],
+            }
+            for t in req.topics
+        ]
+        return ResponseValues({"throttle_time": 0, "topics": topics})
+
+    handler = Handler(answer)
+    response = run(enforcer, 23, 4, request, handler)
+    assert [t.topic for t in handler.seen.topics] == ["ok"]
+    got = {t.topic: int(t.partitions[0].error_code) for t in response.topics}
+    assert got == {"ok": 0, "no": ErrorCode.topic_authorization_failed}

@@ -173,7 +173,7 @@ def test_principal_without_cluster_action_is_refused(cluster: BrokerCluster) -> 
     _restart_broker_3(cluster, **{JAAS_KEY: jaas("intruder", "intruder-secret")})
     line = re.compile(
         r"ERROR .*ReplicaFetcher-\d-(\d): leader \d refused \w+ from this broker: "
-        r"CLUSTER_AUTHORIZATION_FAILED"
+        r"TOPIC_AUTHORIZATION_FAILED"
     )
     found = _stays_out_of_isr(cluster, line)
     assert len(found) == len(set(found)), found

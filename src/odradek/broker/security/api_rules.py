@@ -107,8 +107,10 @@ def list_offsets(check: Check, request: Any, _version: int) -> Decision | None:
 
 
 def offset_for_leader_epoch(check: Check, request: Any, _version: int) -> Decision | None:
-    if int(getattr(request, "replica_id", -1)) >= 0:
-        return _cluster(Operation.CLUSTER_ACTION)(check, request, _version)
+    # As Kafka since KIP-320 (consumers use it to detect truncation): ClusterAction allows
+    # every topic, whoever asks; otherwise each topic needs Describe, replica or not.
+    if check.cluster(Operation.CLUSTER_ACTION):
+        return None
     return Decision(split=_topics(check, request, "topics", "topics", DESCRIBE))
 
 
