@@ -220,3 +220,44 @@ def test_malformed_first_message_fails_at_once(broker: tuple[BrokerProcess, int]
     failed = raw.call(36, 1, {"auth_bytes": b"auth=Bearer x"})
     assert failed.error_code == 58
     assert raw.closed()
+
+
+def test_token_expiry_bounds_the_session(broker: tuple[BrokerProcess, int]) -> None:
+    # connections.max.reauth.ms is 0 here: the token's exp alone ends the session (KIP-368).
+    raw = _Raw(broker[1])
+    assert raw.call(17, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
+    token = _token({"sub": "dave", "exp": time.time() + 2, "scope": ["kafka"]})
+    answer = raw.call(36, 1, {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()})
+    assert answer.error_code == 0 and 0 < answer.session_lifetime.total_seconds() <= 2
+    assert raw.call(3, 4, {"topics": None, "allow_auto_topic_creation": False}).brokers
+    time.sleep(2.3)
+    # Not re-authenticated before the token expired: the next request closes the connection.
+    request = build_request(3, 4, {"topics": None, "allow_auto_topic_creation": False})
+    raw.sock.sendall(encode_request(4, 99, "raw", request))
+    assert raw.closed()
+
+
+def test_librdkafka_reauthenticates_before_its_token_expires(
+    broker: tuple[BrokerProcess, int],
+) -> None:
+    proc, port = broker
+    topic = f"reauth-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:erin", "*",
+                   operation, AclPermissionType.ALLOW)
+        for operation in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)
+    ]  # fmt: skip
+    for future in admin.create_acls(bindings).values():
+        future.result(15)
+    config = _client(port, "erin")
+    config["sasl.oauthbearer.config"] += " lifeSeconds=3"
+    producer = Producer(config)
+    delivered: list[Any] = []
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"x", on_delivery=lambda err, _m: delivered.append(err))
+        producer.poll(0.2)
+    assert producer.flush(30) == 0
+    assert delivered and all(err is None for err in delivered), delivered[:3]
+    assert "re-authenticated as User:erin with OAUTHBEARER" in proc.log_text()
