@@ -130,6 +130,8 @@ class ClientQuotaManager:
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], _Sensor] = {}
         self._keys: frozenset[str] = frozenset()  # the kinds some entity sets (cheap checks)
+        # quota_for's answers, asked on every request of a client: dropped on any change.
+        self._resolved: dict[tuple[str, str, str], tuple[float, str, str] | None] = {}
         self.throttled = 0  # requests answered with a throttle time, for tests and metrics
 
     @property
@@ -148,6 +150,7 @@ class ClientQuotaManager:
         self._refresh_keys()
 
     def _refresh_keys(self) -> None:
+        self._resolved = {}
         self._keys = frozenset(key for values in self._quotas.values() for key in values)
 
     def enabled(self, key: str) -> bool:
@@ -157,6 +160,17 @@ class ClientQuotaManager:
     def quota_for(self, key: str, user: str, client_id: str) -> tuple[float, str, str] | None:
         """The quota of ``key`` for this client and the (user, client id) tags its usage
         is counted under; None when no entity sets it."""
+        asked = (key, user, client_id)
+        try:
+            return self._resolved[asked]
+        except KeyError:
+            pass
+        if len(self._resolved) >= 10_000:  # many short-lived client ids: start over
+            self._resolved = {}
+        found = self._resolved[asked] = self._resolve(key, user, client_id)
+        return found
+
+    def _resolve(self, key: str, user: str, client_id: str) -> tuple[float, str, str] | None:
         candidates: list[tuple[Entity, str, str]] = []
         if user:
             candidates += [

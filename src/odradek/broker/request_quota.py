@@ -91,12 +91,14 @@ class RequestQuota:
 
     def applies(self, ctx: RequestContext, request: Any) -> bool:
         manager = self.manager
-        if not manager.enabled(REQUEST_PERCENTAGE) or is_exempt(ctx.header.api_key, request):
+        if not manager.enabled(REQUEST_PERCENTAGE):
             return False
         principal = ctx.principal
-        user = principal.partition(":")[2] if principal.startswith("User:") else principal
-        found = manager.quota_for(REQUEST_PERCENTAGE, user, ctx.header.client_id or "")
-        return found is not None
+        user = principal[5:] if principal.startswith("User:") else principal
+        header = ctx.header
+        if manager.quota_for(REQUEST_PERCENTAGE, user, header.client_id or "") is None:
+            return False
+        return not is_exempt(header.api_key, request)
 
     async def handle(
         self,
