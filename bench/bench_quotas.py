@@ -13,6 +13,11 @@ One broker subprocess; a quiet confluent-kafka producer sends a small message ev
 Prints the quiet client's p50/p99 latency per phase with its ratio to the baseline, and the
 noisy client's delivered rate (MB/s, and messages/s). ``--seconds`` sets each phase's
 length (default 6).
+
+First, in-process, what the request-time accounting costs per request on the dispatch path
+(the broker's ``RequestQuota`` in front of a handler that does nothing), beside a direct
+call: with no request quota anywhere, with quotas set for other clients only, and for a
+client whose requests are timed and recorded. ``--overhead-only`` stops there.
 """
 
 from __future__ import annotations
@@ -111,6 +116,62 @@ def _phase(
     return latencies, rates
 
 
+def _accounting_overhead() -> None:
+    """Per-request cost of request_percentage accounting, min of repeated loops."""
+    from types import SimpleNamespace
+
+    from odradek.broker.client_quotas import ClientQuotaManager, entity_key
+    from odradek.broker.request_quota import RequestQuota
+
+    configured = ClientQuotaManager()
+    configured.update(entity_key({"client-id": "timed"}), {"request_percentage": 1e9})
+    quota, unset = RequestQuota(configured), RequestQuota(ClientQuotaManager())
+    request = SimpleNamespace(acks=1)
+
+    def ctx(client_id: str) -> SimpleNamespace:
+        header = SimpleNamespace(api_key=0, api_version=9, client_id=client_id)
+        return SimpleNamespace(header=header, principal="User:ANONYMOUS", mute=None)
+
+    async def handler(_ctx: object, _request: object) -> None:
+        return None
+
+    other, timed = ctx("other"), ctx("timed")
+
+    async def direct() -> None:
+        await handler(other, request)
+
+    async def nothing_set() -> None:
+        unset.applies(other, request)
+        await handler(other, request)
+
+    async def not_this_client() -> None:
+        quota.applies(other, request)
+        await handler(other, request)
+
+    async def timed_and_recorded() -> None:
+        quota.applies(timed, request)
+        await quota.handle(timed, request, handler)
+
+    async def per_request(body: object, n: int = 20_000) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            await body()  # type: ignore[operator]
+        return (time.perf_counter() - started) / n * 1e6
+
+    async def measure() -> None:
+        cases = [("direct call (baseline)", direct), ("no request quota set", nothing_set),
+                 ("quotas set, not this client", not_this_client),
+                 ("timed and recorded", timed_and_recorded)]  # fmt: skip
+        base = 0.0
+        print(f"{'request-time accounting':<30} {'us/request':>10} {'over base':>10}")
+        for name, body in cases:
+            cost = min([await per_request(body) for _ in range(10)])
+            base = base or cost
+            print(f"{name:<30} {cost:>10.2f} {cost - base:>10.2f}")
+
+    asyncio.run(measure())
+
+
 def _set_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
     async def work() -> None:
         admin = Admin(bootstrap)
@@ -130,7 +191,12 @@ def main() -> None:
     parser.add_argument(
         "--percentage", type=float, default=10.0, help="noisy request_percentage quota"
     )
+    parser.add_argument("--overhead-only", action="store_true", help="skip the broker phases")
     args = parser.parse_args()
+    _accounting_overhead()
+    if args.overhead_only:
+        return
+    print()
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", overrides={"num.partitions": "1"}).start()
         try:
