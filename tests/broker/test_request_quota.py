@@ -50,7 +50,7 @@ def test_only_clients_with_a_quota_and_non_exempt_apis_are_timed() -> None:
 
 
 def test_handler_time_over_the_quota_throttles_and_mutes() -> None:
-    quota = _quota(1)  # 1 % of one thread: 20 ms over the 2 s minimum window
+    quota = _quota(1)  # 1 % of one thread: 10 ms per second
 
     async def handler(ctx: Any, request: Any) -> Any:
         _busy(0.1)
@@ -62,7 +62,8 @@ def test_handler_time_over_the_quota_throttles_and_mutes() -> None:
         return ctx, result
 
     ctx, result = asyncio.run(go())
-    # 100 ms = 10 percent-seconds over 2 s is 5 %: (5 - 1) / 1 * 2 s, bounded by 1 s.
+    # 100 ms is 10 percent-seconds; over the 1 s minimum window (2 samples of 1 s) that is
+    # 10 %: (10 - 1) / 1 * 1 s = 9 s, bounded by one window (1 s) as Kafka's request quota.
     assert result.throttle_time == datetime.timedelta(seconds=1)
     assert ctx.muted == [1000]
 
