@@ -129,6 +129,9 @@ class ClientQuotaManager:
         self._clock = clock
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], _Sensor] = {}
+        self._keys: frozenset[str] = frozenset()  # the kinds some entity sets (cheap checks)
+        # quota_for's answers, asked on every request of a client: dropped on any change.
+        self._resolved: dict[tuple[str, str, str], tuple[float, str, str] | None] = {}
         self.throttled = 0  # requests answered with a throttle time, for tests and metrics
 
     @property
@@ -137,19 +140,37 @@ class ClientQuotaManager:
 
     def replace(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         self._quotas = {entity: dict(v) for entity, v in quotas.items() if v}
+        self._refresh_keys()
 
     def update(self, entity: Entity, values: Mapping[str, float]) -> None:
         if values:
             self._quotas[entity] = dict(values)
         else:
             self._quotas.pop(entity, None)
+        self._refresh_keys()
+
+    def _refresh_keys(self) -> None:
+        self._resolved = {}
+        self._keys = frozenset(key for values in self._quotas.values() for key in values)
 
     def enabled(self, key: str) -> bool:
-        return any(key in values for values in self._quotas.values())
+        """Whether any entity sets ``key`` (a set lookup: asked on every request)."""
+        return key in self._keys
 
     def quota_for(self, key: str, user: str, client_id: str) -> tuple[float, str, str] | None:
         """The quota of ``key`` for this client and the (user, client id) tags its usage
         is counted under; None when no entity sets it."""
+        asked = (key, user, client_id)
+        try:
+            return self._resolved[asked]
+        except KeyError:
+            pass
+        if len(self._resolved) >= 10_000:  # many short-lived client ids: start over
+            self._resolved = {}
+        found = self._resolved[asked] = self._resolve(key, user, client_id)
+        return found
+
+    def _resolve(self, key: str, user: str, client_id: str) -> tuple[float, str, str] | None:
         candidates: list[tuple[Entity, str, str]] = []
         if user:
             candidates += [
@@ -170,9 +191,20 @@ class ClientQuotaManager:
                 return value, user_tag, client_tag
         return None
 
-    def record(self, key: str, principal: str, client_id: str, value: float) -> int:
-        """Count ``value`` (bytes) against the client's ``key`` quota; the throttle time
-        in ms the response must carry (0 while within the quota)."""
+    def record(
+        self,
+        key: str,
+        principal: str,
+        client_id: str,
+        value: float,
+        *,
+        bound_ms: int | None = None,
+        throttle: bool = True,
+    ) -> int:
+        """Count ``value`` (bytes, or percent-seconds of request time) against the client's
+        ``key`` quota; the throttle time in ms the response must carry (0 while within the
+        quota), at most ``bound_ms`` when given. ``throttle=False`` only counts (Kafka's
+        recordNoThrottle) and returns 0."""
         if not self._quotas:
             return 0
         user = principal.partition(":")[2] if principal.startswith("User:") else principal
@@ -189,14 +221,17 @@ class ClientQuotaManager:
             self._expire(now)
         sensor.last_used = now
         sensor.rate.record(value, now)
+        if not throttle:
+            return 0
         rate = sensor.rate.rate(now)
         if rate <= quota:
             return 0
         self.throttled += 1
         # Kafka's QuotaUtils.throttleTime: the delay that brings the observed rate over the
         # rate's own window back to the quota. Unbounded for byte rates, as in Kafka's
-        # ClientQuotaManager (only request-time and connection quotas cap it).
-        return round((rate - quota) / quota * sensor.rate.elapsed(now) * 1000)
+        # ClientQuotaManager; request-time quotas cap it at one window (boundedThrottleTime).
+        delay = round((rate - quota) / quota * sensor.rate.elapsed(now) * 1000)
+        return delay if bound_ms is None else min(delay, bound_ms)
 
     def _expire(self, now: float) -> None:
         """Forget sensors idle for an hour (Kafka's inactive sensor expiry)."""

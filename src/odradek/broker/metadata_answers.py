@@ -36,6 +36,7 @@ MAX_BYTES = 64 << 20
 ENCODE_ON_THREAD_ITEMS = 2000
 
 _INT32 = struct.Struct(">i")
+_METADATA = 3
 
 
 class EncodedAnswers:
@@ -88,6 +89,16 @@ async def encode_body(ctx: RequestContext, values: Mapping[str, Any], items: int
     if items > ENCODE_ON_THREAD_ITEMS:
         return await asyncio.to_thread(encode)
     return encode()
+
+
+def throttled(ctx: RequestContext, answer: ChunkedResponse, throttle_ms: int) -> ChunkedResponse:
+    """An answer made by :func:`framed` saying ``throttle_time_ms`` (a request-quota
+    throttle): the field is the body's first from Metadata v3 on; kept bodies say 0."""
+    chunks = answer.chunks
+    if ctx.header.api_key != _METADATA or ctx.header.api_version < 3 or len(chunks) != 2:
+        return answer
+    body = chunks[1]
+    return ChunkedResponse([chunks[0], _INT32.pack(throttle_ms) + body[4:]])
 
 
 def framed(ctx: RequestContext, body: bytes) -> ChunkedResponse:

@@ -59,6 +59,7 @@ from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager, ProducerIds, ZkProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
+from odradek.broker.request_quota import RequestQuota
 from odradek.broker.security.api_rules import RULES as ACL_RULES
 from odradek.broker.security.authorizer import AclAuthorizer, authorizer_settings
 from odradek.broker.security.enforcement import Enforcer
@@ -242,6 +243,7 @@ class KafkaServer:
         self.client_quotas = ClientQuotaManager(
             self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds")
         )
+        self.request_quota = RequestQuota(self.client_quotas)  # request_percentage (KIP-124)
         self.client_quota_store: Any = LocalQuotaStore(self.metadata, self.client_quotas)
         self.scram_store: Any = self.metadata
         if self.cluster is not None and self.cluster_parts is not None:
@@ -668,6 +670,11 @@ class KafkaServer:
         if handler is None:
             # The protocol layer only decodes advertised APIs, so this is a wiring bug.
             raise LookupError(f"no handler for api key {ctx.header.api_key}")
+        if self.request_quota.applies(ctx, request):  # a set lookup unless quotas are set
+            call = partial(handler, self)
+            if self._enforcer is not None:
+                call = partial(self._enforcer.handle, handler=call)
+            return await self.request_quota.handle(ctx, request, call)
         if self._enforcer is not None:
             return await self._enforcer.handle(ctx, request, partial(handler, self))
         return await handler(self, ctx, request)

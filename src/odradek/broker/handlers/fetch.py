@@ -213,8 +213,8 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
         _count_bytes_out(stats, plan.replica_id, results)
     throttle_ms = _record_quota(server, ctx, plan.replica_id, results)
     if throttle_ms:
-        # As Kafka: an over-quota consumer gets an empty answer with the throttle time,
-        # and what it was not sent is not counted against it.
+        # As Kafka: an over-quota consumer (byte rate or request time) gets an empty answer
+        # with the throttle time, and what it was not sent is not counted against it.
         return server.encode_fetch(ctx, ErrorCode.none, response_session_id, [], throttle_ms)
     if len(results) > LARGE_RESPONSE_ITEMS:
         return await server.encode_fetch_off_loop(ctx, error, response_session_id, results)
@@ -224,18 +224,22 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
 def _record_quota(
     server: KafkaServer, ctx: RequestContext, replica_id: int, results: list[Any]
 ) -> int:
-    """consumer_byte_rate: followers are exempt (replication has its own throttles)."""
+    """consumer_byte_rate and request_percentage: followers are exempt (replication has
+    its own throttles); the larger throttle is answered, as Kafka."""
     quotas = server.client_quotas
-    if replica_id >= 0 or not quotas.enabled(CONSUMER_BYTE_RATE):
+    if replica_id >= 0:
         return 0
+    request_ms = server.request_quota.throttle_now(ctx)  # request_percentage (KIP-124)
+    if not quotas.enabled(CONSUMER_BYTE_RATE):
+        return request_ms
     size = sum(region.length for _, _, result in results for region in result.regions)
     client_id = ctx.header.client_id or ""
     throttle_ms = quotas.record(CONSUMER_BYTE_RATE, ctx.principal, client_id, size)
-    if throttle_ms:
+    if throttle_ms or request_ms:
         quotas.record(CONSUMER_BYTE_RATE, ctx.principal, client_id, -size)
-        if ctx.mute is not None:
+        if throttle_ms and ctx.mute is not None:
             ctx.mute(throttle_ms)
-    return throttle_ms
+    return max(throttle_ms, request_ms)
 
 
 def _count_bytes_out(

@@ -121,7 +121,8 @@ def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int
     )
     if throttle_ms and ctx.mute is not None:
         ctx.mute(throttle_ms)
-    return throttle_ms
+    # request_percentage (KIP-124): the larger of the two throttles is answered, as Kafka.
+    return max(throttle_ms, server.request_quota.throttle_now(ctx))
 
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from odradek.broker.security import scram
+from odradek.broker.security import oauthbearer, scram
 from odradek.broker.security.settings import ListenerSecurity
 from odradek.protocol.build import build_response
 from odradek.protocol.codec import decode_request, encode_response
@@ -43,7 +43,12 @@ CredentialLookup = Callable[[str, str], scram.ScramCredential | None]
 
 
 class _Failed(Exception):
-    """Authentication failed; the message is safe to send and log."""
+    """Authentication failed; the message is safe to log. ``client_message``: what the
+    client is told instead of the generic line (OAUTHBEARER's RFC 7628 JSON error)."""
+
+    def __init__(self, message: str, client_message: str | None = None) -> None:
+        super().__init__(message)
+        self.client_message = client_message
 
 
 @dataclass(slots=True)
@@ -67,6 +72,9 @@ class SaslGate:
     ) -> None:
         self._security = security
         self._clock = clock
+        self._max_reauth_ms = security.reauth_ms
+        # This session's lifetime (0: it never expires): connections.max.reauth.ms, bounded
+        # by the credential's own expiry (an OAUTHBEARER token's exp) once authenticated.
         self.reauth_ms = security.reauth_ms
         self._expires_at = float("inf")
         self._reauthenticating = False
@@ -76,6 +84,7 @@ class SaslGate:
         self._state = "handshake"  # -> "authenticate" | "raw" -> "done"
         self._mechanism = ""
         self._scram: scram.ScramServer | None = None
+        self._oauth: oauthbearer.OAuthBearerServer | None = None
         self.principal = ""
 
     @property
@@ -139,6 +148,9 @@ class SaslGate:
         self._mechanism = mechanism
         if mechanism in scram.MECHANISMS:
             self._scram = scram.ScramServer(mechanism, self._lookup)
+        elif mechanism == oauthbearer.MECHANISM:
+            validator = self._security.oauth_validator or oauthbearer.UnsecuredValidator()
+            self._oauth = oauthbearer.OAuthBearerServer(validator)
         self._state = "raw" if header.api_version == 0 else "authenticate"
         return SaslVerdict(
             response=self._respond(header, {"error_code": ErrorCode.none, "mechanisms": enabled})
@@ -149,7 +161,7 @@ class SaslGate:
         try:
             reply = self._evaluate(token)
         except _Failed as exc:
-            message = (
+            message = exc.client_message or (
                 f"Authentication failed during authentication due to invalid credentials "
                 f"with SASL mechanism {self._mechanism}"
             )
@@ -178,6 +190,8 @@ class SaslGate:
             user = self._plain(token)
             self._complete(user)
             return b""
+        if self._oauth is not None:
+            return self._oauthbearer(self._oauth, token)
         assert self._scram is not None
         try:
             reply = self._scram.evaluate(token)
@@ -204,12 +218,29 @@ class SaslGate:
             raise _Failed(f"invalid user name or password (user {user[:64]!r})")
         return user
 
-    def _complete(self, user: str) -> None:
+    def _oauthbearer(self, server: oauthbearer.OAuthBearerServer, token: bytes) -> bytes:
+        try:
+            reply = server.evaluate(token)
+        except oauthbearer.OAuthBearerError as exc:
+            # After the client acknowledged our JSON error, Kafka's client is told that JSON.
+            raise _Failed(str(exc), str(exc) if exc.json else None) from None
+        if server.complete:
+            self._complete(server.user, credential_ms=server.lifetime_ms())
+        return reply
+
+    def _complete(self, user: str, credential_ms: int | None = None) -> None:
         principal = f"User:{user}"
         if self._reauthenticating and principal != self.principal:
             raise _Failed("Cannot change principals during re-authentication")
         self._state = "done"
         self.principal = principal
+        # Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the configured maximum,
+        # the credential's remaining lifetime, or the smaller of the two (at least 1 ms:
+        # 0 would mean a session that never expires).
+        lifetimes = [ms for ms in (self._max_reauth_ms, credential_ms) if ms]
+        if credential_ms is not None and credential_ms <= 0:
+            lifetimes.append(1)
+        self.reauth_ms = max(1, min(lifetimes)) if lifetimes else 0
         if self.reauth_ms > 0:
             self._expires_at = self._clock() + self.reauth_ms / 1000
         log.info(

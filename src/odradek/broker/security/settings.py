@@ -12,13 +12,13 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from odradek.broker.security import principal, scram
+from odradek.broker.security import oauthbearer, principal, scram
 from odradek.broker.security.jaas import JaasError, parse_jaas
 from odradek.broker.security.tls import build_server_context
 
 __all__ = ["SUPPORTED_MECHANISMS", "ListenerSecurity", "is_security_key", "listener_security"]
 
-SUPPORTED_MECHANISMS = ("PLAIN", *scram.MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *scram.MECHANISMS, oauthbearer.MECHANISM)
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _PREFIXES = ("ssl.", "sasl.")
 
@@ -29,7 +29,9 @@ def is_security_key(name: str) -> bool:
         return True
     if name.startswith("listener.name."):
         name = name.split(".", 3)[3] if name.count(".") >= 3 else ""
-        if name.split(".", 1)[0].lower() in ("plain", "scram-sha-256", "scram-sha-512"):
+        if name.split(".", 1)[0].lower() in (
+            "plain", "scram-sha-256", "scram-sha-512", "oauthbearer"
+        ):  # fmt: skip
             name = name.split(".", 1)[1]
     return name.startswith(_PREFIXES) and not name.startswith(
         ("sasl.kerberos.", "sasl.oauthbearer.", "sasl.login.", "sasl.server.callback")
@@ -45,6 +47,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
     reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: sessions never expire
+    # OAUTHBEARER's unsecured JWS validator (KIP-255), from its JAAS options.
+    oauth_validator: oauthbearer.UnsecuredValidator | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -105,7 +109,31 @@ def listener_security(
             security.plain_users = _plain_users(
                 listener, props.get(f"{prefix}plain.sasl.jaas.config")
             )
+        if oauthbearer.MECHANISM in mechanisms:
+            security.oauth_validator = _oauth_validator(
+                listener, props.get(f"{prefix}oauthbearer.sasl.jaas.config")
+            )
     return security
+
+
+def _oauth_validator(listener: str, jaas: str | None) -> oauthbearer.UnsecuredValidator:
+    """The unsecured validator's options from the listener's OAUTHBEARER JAAS entry (its
+    defaults when there is none)."""
+    if jaas is None:
+        return oauthbearer.UnsecuredValidator()
+    key = f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config"
+    try:
+        entry = parse_jaas(jaas)
+    except JaasError as exc:
+        raise _error(f"{key}: {exc}") from None
+    if entry.login_module != oauthbearer.LOGIN_MODULE:
+        raise _error(
+            f"{key}: login module must be {oauthbearer.LOGIN_MODULE}, got {entry.login_module}"
+        )
+    try:
+        return oauthbearer.UnsecuredValidator.from_options(entry.options)
+    except ValueError as exc:
+        raise _error(f"{key}: {exc}") from None
 
 
 def _plain_users(listener: str, jaas: str | None) -> dict[str, str]:
