@@ -6,6 +6,12 @@ broker stores only the salted keys.
     odradek users add alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=s3cret]'
     odradek users describe alice
     odradek users delete alice --delete-config SCRAM-SHA-256
+    odradek users add broker --zookeeper 127.0.0.1:2181/odradek \
+        --add-config 'SCRAM-SHA-512=[password=broker-secret]'
+
+``--zookeeper`` writes straight into ``/config/users/<name>``, as ``kafka-configs.sh
+--zookeeper`` still may in Kafka 3 (KIP-554): the way to create the brokers' own
+inter-broker SCRAM user before any broker runs.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import click
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
+ZK_TIMEOUT_MS = 10000
 _ENTRY = re.compile(r"\s*(SCRAM-SHA-(?:256|512))=\[([^\]]*)\]\s*(?:,|$)")
 
 
@@ -76,16 +83,64 @@ def users() -> None:
     """Manage SASL/SCRAM user credentials (kafka-configs --entity-type users)."""
 
 
+def _add_in_zookeeper(connect: str, name: str, entries: list[tuple[str, str, int]]) -> None:
+    """Salt and hash here, then write the user's znode (its quotas stay), as Kafka's
+    ``kafka-configs.sh --zookeeper`` does; brokers pick it up from ``/config/changes``."""
+    from odradek.broker.security.scram import (
+        MAX_ITERATIONS,
+        MECHANISMS,
+        credential_from_password,
+    )
+    from odradek.cluster.zk.client import ZkClient
+    from odradek.cluster.zk.errors import ZooKeeperError
+    from odradek.cluster.zk.user_configs import read_all, write_scram
+
+    for mechanism, _password, iterations in entries:
+        if not MECHANISMS[mechanism][1] <= iterations <= MAX_ITERATIONS:  # as the broker's
+            raise CliError(
+                f"--add-config: {mechanism} iterations must be between "
+                f"{MECHANISMS[mechanism][1]} and {MAX_ITERATIONS}"
+            )
+    try:
+        zk = ZkClient.connect(
+            connect, session_timeout_ms=ZK_TIMEOUT_MS, connection_timeout_ms=ZK_TIMEOUT_MS
+        )
+    except (ZooKeeperError, ValueError) as exc:
+        raise CliError(f"cannot reach ZooKeeper at {connect}: {exc}") from None
+    try:
+        kept = read_all(zk)[1].get(name, {})
+        kept.update(
+            {m: credential_from_password(m, p, i).to_text() for m, p, i in entries}
+        )
+        write_scram(zk, name, kept)
+    except ZooKeeperError as exc:
+        raise CliError(f"writing user {name} to {connect} failed: {exc}") from None
+    finally:
+        zk.close()
+
+
 @users.command("add")
 @bootstrap_option
+@click.option(
+    "--zookeeper",
+    "zookeeper",
+    default=None,
+    metavar="HOST:PORT[/CHROOT]",
+    help="Write the credentials into this ZooKeeper instead (before any broker runs).",
+)
 @click.argument("name")
 @click.option("--add-config", "add_config", required=True, help="SCRAM-SHA-256=[password=...]")
-def add(bootstrap_server: str, name: str, add_config: str) -> None:
+def add(bootstrap_server: str, zookeeper: str | None, name: str, add_config: str) -> None:
     """Add or replace NAME's SCRAM credentials."""
     from odradek.client.scram_users import Upsertion, alter_users
 
+    parsed = parse_add_config(add_config)
+    if zookeeper is not None:
+        _add_in_zookeeper(zookeeper, name, parsed)
+        click.echo(f"Completed updating config for user {name}.")
+        return
     check_bootstrap(bootstrap_server)
-    entries = [Upsertion(name, m, p, i) for m, p, i in parse_add_config(add_config)]
+    entries = [Upsertion(name, m, p, i) for m, p, i in parsed]
     results = run(_with_admin(bootstrap_server, lambda c: alter_users(c, upsertions=entries)))
     _raise_errors(results)
     click.echo(f"Completed updating config for user {name}.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +121,33 @@ def test_quota_set_via_one_broker_is_in_zookeeper_and_on_the_other(
         30,
         "broker 2 to process the quota change notification",
     )
+
+
+def test_user_written_into_zookeeper_by_the_cli_authenticates(
+    sasl_cluster: tuple[BrokerCluster, dict], zk_connect: str
+) -> None:
+    # kafka-configs.sh --zookeeper: how the brokers' own SCRAM user is made before they run.
+    cluster, sasl_ports = sasl_cluster
+    cluster.create_topic("scram-topic", 1, replication_factor=2)
+    odradek = [sys.executable, "-m", "odradek", "users", "add", "carl", "--zookeeper", zk_connect]
+    done = subprocess.run(
+        [*odradek, "--add-config", "SCRAM-SHA-256=[iterations=8192,password=carl-secret]"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Completed updating config for user carl."
+    stored = json.loads(cluster.zk._zk.get("/config/users/carl")[0])
+    assert stored["config"]["SCRAM-SHA-256"].endswith("iterations=8192")
+    wait_for(lambda: _delivered(f"127.0.0.1:{sasl_ports[2]}", "carl", "carl-secret"), 30, "carl")
+    refused = subprocess.run(
+        [*odradek, "--add-config", "SCRAM-SHA-512=[iterations=100,password=x]"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines() == [
+        "error: --add-config: SCRAM-SHA-512 iterations must be between 4096 and 16384"
+    ]
