@@ -75,6 +75,14 @@ def test_operations_a_resource_type_does_not_have_are_refused() -> None:
     assert cluster == [(CLUSTER, CLUSTER_NAME, LITERAL)]
     # --cluster with a prefixed pattern names no resource, as kafka-acls.
     assert resource_filters([], [], [], True, PatternType.PREFIXED) == []
+    # A delegation token supports Describe only (AclEntry.supportedOperations).
+    token = resource_filters([], [], [], False, LITERAL, ["tok-1"])
+    assert token == [(ResourceType.DELEGATION_TOKEN, "tok-1", LITERAL)]
+    with pytest.raises(CliError, match="DELEGATION_TOKEN only supports operations All, Describe"):
+        acls_by_resource(token, make(), False, False, False, [Operation.WRITE])
+    assert ops(acls_by_resource(token, make(), False, False, False, [Operation.DESCRIBE])[
+        token[0]
+    ]) == {Operation.DESCRIBE}
 
 
 def test_listing_block_is_kafkas() -> None:

@@ -42,6 +42,7 @@ from odradek.cli.output import bootstrap_option, check_bootstrap
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 TXN = ResourceType.TRANSACTIONAL_ID
+TOKEN = ResourceType.DELEGATION_TOKEN
 
 # AclEntry.supportedOperations: what an ACL on each resource type may name (plus All).
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
@@ -70,6 +71,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
         }
     ),
     TXN: frozenset({Operation.DESCRIBE, Operation.WRITE}),
+    TOKEN: frozenset({Operation.DESCRIBE}),
 }
 
 ResourceFilter = tuple[ResourceType, str, PatternType]
@@ -84,12 +86,14 @@ def resource_filters(
     transactional_ids: Iterable[str],
     cluster: bool,
     pattern: PatternType,
+    delegation_tokens: Iterable[str] = (),
 ) -> list[ResourceFilter]:
     out: list[ResourceFilter] = [(TOPIC, t.strip(), pattern) for t in topics]
     if cluster and pattern is PatternType.LITERAL:
         out.append((CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
     out += [(GROUP, g.strip(), pattern) for g in groups]
     out += [(TXN, t, pattern) for t in transactional_ids]
+    out += [(TOKEN, t.strip(), pattern) for t in delegation_tokens]
     return out
 
 
@@ -317,6 +321,7 @@ def _operation(text: str) -> Operation:
 @click.option("--topic", multiple=True)
 @click.option("--group", multiple=True)
 @click.option("--transactional-id", multiple=True)
+@click.option("--delegation-token", multiple=True, help="A delegation token id.")
 @click.option("--cluster", is_flag=True, help="The cluster resource.")
 @click.option(
     "--resource-pattern-type",
@@ -341,6 +346,7 @@ def acls(
     topic: tuple[str, ...],
     group: tuple[str, ...],
     transactional_id: tuple[str, ...],
+    delegation_token: tuple[str, ...],
     cluster: bool,
     resource_pattern_type: str,
     producer: bool,
@@ -360,7 +366,9 @@ def acls(
         raise CliError("With --consumer you must specify a --group")
     pattern = PatternType.parse(resource_pattern_type)
     operations = [_operation(o) for o in operation] or [Operation.ALL]
-    filters = resource_filters(topic, group, transactional_id, cluster or idempotent, pattern)
+    filters = resource_filters(
+        topic, group, transactional_id, cluster or idempotent, pattern, delegation_token
+    )
 
     def make_entries(ops: list[Operation]) -> list[AccessControlEntry]:
         return entries(allow_principal, deny_principal, allow_host, deny_host, ops)
@@ -372,7 +380,7 @@ def acls(
     if not filters:
         raise CliError(
             "You must provide at least one resource: --topic <topic> or --cluster or "
-            "--group <group> or --transactional-id <id>"
+            "--group <group> or --transactional-id <id> or --delegation-token <id>"
         )
     resource_acls = acls_by_resource(
         filters, make_entries, producer, consumer, idempotent, operations
