@@ -470,6 +470,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         if self.cleaner is not None:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
+        await loop.run_in_executor(self._io_pool, self.replica_manager.stop_append_thread)
         try:
             await loop.run_in_executor(
                 self._io_pool, self.replica_manager.checkpoint_high_watermarks
