@@ -263,7 +263,12 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before-src", help="also measure a broker running this src dir")
+    parser.add_argument(
+        "--before-src",
+        action="append",
+        default=[],
+        help="also measure a broker running this src dir (repeatable)",
+    )
     parser.add_argument("--before-first", action="store_true", help="measure --before-src first")
     parser.add_argument("--loopback-mb", type=int, default=1024)
     parser.add_argument("--raw-mb", type=int, default=512, help="MB of 1 MiB Produce requests")
@@ -276,10 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
         runs: list[tuple[str, str | None]] = [("this checkout", None)]
-        if args.before_src:
-            runs.append((f"before ({args.before_src})", args.before_src))
-            if args.before_first:  # alternate the order across runs: load drifts
-                runs.reverse()
+        runs += [(f"before ({src})", src) for src in args.before_src]
+        if args.before_first:  # alternate the order across runs: load drifts
+            runs.reverse()
         for name, src in runs:
             with broker(workdir, src) as (port, pid):
                 measure(name, port, pid, args)

@@ -11,6 +11,7 @@ turns the retry into a duplicate that is answered, not written again).
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 _DIRECT_ENCODE_ITEMS = 1000
 
 
+@functools.lru_cache(maxsize=4096)  # checked on every request; names repeat
 def _legal_topic_name(name: str | None) -> bool:
     try:
         validate_topic_name(name or "")
