@@ -62,8 +62,11 @@ BIG_RECORD = 65_000
 
 
 @contextlib.contextmanager
-def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
-    """A broker subprocess running the code in ``src`` (this checkout's when None)."""
+def broker(
+    workdir: Path, src: str | None, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[int, int]]:
+    """A broker subprocess running the code in ``src`` (this checkout's when None), with
+    ``extra`` ``key=value`` overrides."""
     port = free_port()
     env = dict(os.environ)
     env["PYTHONPATH"] = src or str(Path(__file__).resolve().parent.parent / "src")
@@ -75,6 +78,8 @@ def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
         "--override", "log.segment.bytes=1073741824",
         "--override", "log.retention.bytes=2147483648",
     ]  # fmt: skip
+    for override in extra:
+        cmd += ["--override", override]
     log_path = workdir / f"broker-{port}.log"
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
@@ -270,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure a broker running this src dir (repeatable)",
     )
     parser.add_argument("--before-first", action="store_true", help="measure --before-src first")
+    parser.add_argument(
+        "--append-thread",
+        type=int,
+        metavar="BYTES",
+        help="also measure this checkout with append.thread.min.bytes=BYTES",
+    )
     parser.add_argument("--loopback-mb", type=int, default=1024)
     parser.add_argument("--raw-mb", type=int, default=512, help="MB of 1 MiB Produce requests")
     parser.add_argument("--big-records", type=int, default=4000, help="64 KiB records")
@@ -280,12 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
-        runs: list[tuple[str, str | None]] = [("this checkout", None)]
-        runs += [(f"before ({src})", src) for src in args.before_src]
+        runs: list[tuple[str, str | None, tuple[str, ...]]] = [("this checkout", None, ())]
+        if args.append_thread is not None:
+            override = f"append.thread.min.bytes={args.append_thread}"
+            runs.append((f"this checkout, {override}", None, (override,)))
+        runs += [(f"before ({src})", src, ()) for src in args.before_src]
         if args.before_first:  # alternate the order across runs: load drifts
             runs.reverse()
-        for name, src in runs:
-            with broker(workdir, src) as (port, pid):
+        for name, src, extra in runs:
+            with broker(workdir, src, extra) as (port, pid):
                 measure(name, port, pid, args)
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0

@@ -1,4 +1,5 @@
-"""Large batches are appended on the broker's append thread: order and crash safety.
+"""Large batches appended on the broker's append thread (``append.thread.min.bytes``, off
+by default, on here): order and crash safety.
 
 One raw connection pipelines Produce requests to one partition, large batches (taken
 off the event loop) mixed with small ones (which queue behind them), with acks 0, 1 and
@@ -27,14 +28,18 @@ from tests.helpers.raw import METADATA, PRODUCE, RawClient
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TOPIC = "large-appends"
-LARGE = 300 * 1024  # two of these make a batch well above the 256 KiB threshold
+LARGE = 300 * 1024  # two of these make a batch well above the 256 KiB set below
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(
         tmp_path_factory.mktemp("large-appends") / "data",
-        overrides={"num.partitions": "2", "message.max.bytes": str(2 << 20)},
+        overrides={
+            "num.partitions": "2",
+            "message.max.bytes": str(2 << 20),
+            "append.thread.min.bytes": str(256 * 1024),
+        },
     ).start()
     try:
         yield proc

@@ -68,10 +68,6 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
-# Appends of at least this many bytes run on the append thread (append_or_offload). Below
-# it the thread hop (tens of microseconds, more on a loaded machine) costs more than the
-# CRC and the copy it takes off the loop. See docs/benchmarks.md for the measurements.
-OFFLOAD_APPEND_BYTES = 256 * 1024
 
 
 class _NotLeaderAnyMore(Exception):
@@ -223,8 +219,11 @@ class ReplicaManager:
             log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT
         )
         self._checkpointed_hw = self._read_hw_checkpoint()
-        # Large appends run on this thread (append_or_offload); started on first use.
-        self.offload_append_bytes = OFFLOAD_APPEND_BYTES
+        # Appends of at least this many bytes run on the append thread (append_or_offload,
+        # started on first use); None: never. The broker sets it from
+        # append.thread.min.bytes, off by default: on the 2-core machines measured the
+        # thread hop and the GIL handoffs cost more CPU than they overlap (benchmarks.md).
+        self.offload_append_bytes: int | None = None
         self._append_thread: ThreadPoolExecutor | None = None
         # Appends queued on the thread, per partition: later ones queue behind them.
         self._offloaded: dict[tuple[str, int], int] = {}
@@ -413,7 +412,7 @@ class ReplicaManager:
     ) -> AppendResult | asyncio.Future[AppendResult]:
         """Append, on the append thread when the batch is large; a future then.
 
-        Records of at least ``offload_append_bytes`` are validated (CRC, producer state)
+        Records of at least ``offload_append_bytes`` (when set) are validated (CRC, producer state)
         and written on one dedicated thread while the event loop reads the next request
         and serves other connections: the CRC and the copy into the page cache release
         the GIL. Appends to a partition that has one on the thread queue behind it there
@@ -425,7 +424,8 @@ class ReplicaManager:
         """
         key = (topic, index)
         queued = self._offloaded.get(key, 0)
-        if not queued and len(records) < self.offload_append_bytes:
+        threshold = self.offload_append_bytes
+        if not queued and (threshold is None or len(records) < threshold):
             return self.append(topic, index, records, required_acks=required_acks, origin=origin)
         checked = self._leader_for_append(topic, index, required_acks)
         if isinstance(checked, AppendResult):
@@ -477,21 +477,29 @@ class ReplicaManager:
             del self._offloaded[key]
         if answer.done():  # the waiting request is gone; the append happened all the same
             answer = self._loop_future_sink()
-        try:
-            try:
-                info = job.result()
-            except _NotLeaderAnyMore:
-                result = AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
-            except (StorageError, OSError) as exc:
-                result = self._append_failed(partition, exc)
-            else:
-                result = self._appended(partition, info)
-        except asyncio.CancelledError:
+        if job.cancelled():
             answer.cancel()
-        except Exception as exc:  # a bug: the handler answers UNKNOWN_SERVER_ERROR
+            return
+        # The exception is looked at, not raised here: raising it would add this frame
+        # (which holds ``job``, which holds the exception) to its traceback, a cycle that
+        # keeps the request's buffer out of the pool until the garbage collector runs.
+        failure = job.exception()
+        try:
+            if failure is None:
+                result = self._appended(partition, job.result())
+            elif isinstance(failure, _NotLeaderAnyMore):
+                result = AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
+            elif isinstance(failure, (StorageError, OSError)):
+                result = self._append_failed(partition, failure)
+            else:  # a bug: the handler answers UNKNOWN_SERVER_ERROR
+                answer.set_exception(failure)
+                return
+        except Exception as exc:  # _append_failed re-raises an OSError it cannot map
             answer.set_exception(exc)
         else:
             answer.set_result(result)
+        finally:
+            del failure
 
     @staticmethod
     def _loop_future_sink() -> asyncio.Future[AppendResult]:

@@ -223,6 +223,9 @@ class KafkaServer:
             on_data_appended=self.fetch_waiters.notify,
             clock=self._clock,
         )
+        append_thread_bytes = self.config.get("append.thread.min.bytes")
+        if append_thread_bytes >= 0:  # off by default: see docs/benchmarks.md
+            self.replica_manager.offload_append_bytes = append_thread_bytes
         self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
         self.topics.load_all()
         if self.cluster is not None:
