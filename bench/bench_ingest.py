@@ -149,7 +149,9 @@ def produce_error_code(buf: bytearray) -> int:
     return int(error_code)
 
 
-def _read_responses(sock: socket.socket, count: int) -> None:
+def _read_responses(
+    sock: socket.socket, count: int, slots: threading.Semaphore | None = None
+) -> None:
     """Read ``count`` answers; every 64th (and the last) must say the append succeeded:
     an error answer costs the broker far less than an append and would flatter it."""
     buf = bytearray(64 * 1024)
@@ -161,14 +163,23 @@ def _read_responses(sock: socket.socket, count: int) -> None:
             buf = bytearray(size)
             view = memoryview(buf)
         _recv_exact(sock, view, size)
+        if slots is not None:
+            slots.release()
         if i % 64 == 0 or i == count - 1:
             code = produce_error_code(buf)
             if code:
                 raise RuntimeError(f"the broker answered Produce with error code {code}")
 
 
-def pipelined(port: int, frame: bytes, count: int, pid: int) -> tuple[float, float]:
-    """Send ``count`` copies of ``frame`` while reading the answers: (seconds, broker CPU s)."""
+def pipelined(
+    port: int, frame: bytes, count: int, pid: int, window: int | None = None
+) -> tuple[float, float]:
+    """Send ``count`` copies of ``frame`` while reading the answers: (seconds, broker CPU s).
+
+    ``window``: at most this many requests unanswered (librdkafka's
+    max.in.flight.requests.per.connection is 5); None: no bound, so the broker reads
+    ahead up to its per-connection limit (socket.request.max.bytes of queued frames)."""
+    slots = threading.Semaphore(window) if window else None
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(frame)  # warm-up (first append creates the segment)
@@ -180,13 +191,15 @@ def pipelined(port: int, frame: bytes, count: int, pid: int) -> tuple[float, flo
         def send() -> None:
             try:
                 for _ in range(count):
+                    if slots is not None and not slots.acquire(timeout=60):
+                        raise TimeoutError("no answer for 60 s")
                     sock.sendall(frame)
             except BaseException as exc:  # reported by the main thread
                 failure.append(exc)
 
         sender = threading.Thread(target=send, name="bench-ingest-sender")
         sender.start()
-        _read_responses(sock, count)
+        _read_responses(sock, count, slots)
         elapsed = time.perf_counter() - started
         cpu = process_cpu_s(pid) - cpu0
         sender.join(30)
@@ -218,7 +231,7 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     # (1,048,588), so the broker appends it rather than answering RECORD_TOO_LARGE.
     big = produce_frame("raw", [os.urandom(BIG_RECORD) for _ in range(16)])
     count = max(1, args.raw_mb * MiB // len(big))
-    elapsed, cpu = pipelined(port, big, count, pid)
+    elapsed, cpu = pipelined(port, big, count, pid, args.window)
     total = count * len(big)
     rate = total / elapsed / 1e6
     print(
@@ -275,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure a broker running this src dir (repeatable)",
     )
     parser.add_argument("--before-first", action="store_true", help="measure --before-src first")
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="most 1 MiB requests unanswered at once (librdkafka's default is 5); "
+        "default: no bound, the broker reads ahead as far as it allows",
+    )
     parser.add_argument(
         "--append-thread",
         type=int,
