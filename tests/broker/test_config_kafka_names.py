@@ -33,6 +33,7 @@ def test_keys_odradek_acts_on_are_kafkas() -> None:
     # observability keys are odradek's own: Kafka has JMX and log4j files instead. The
     # authorizer's keys are read outside Kafka's table (PLUGIN_KEYS).
     own = {"metrics.port", "metrics.host", "log.format", "log.slow.request.threshold.ms"}
+    own.add("append.thread.min.bytes")  # the produce path's append thread (off by default)
     assert set(KEYS) - KAFKA_BROKER_CONFIG_NAMES - PLUGIN_KEYS == {"cluster.id"} | own
 
 

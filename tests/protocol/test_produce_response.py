@@ -56,3 +56,30 @@ def test_fields_it_does_not_write_fall_back_to_the_generic_path() -> None:
     assert encode_produce_response(1, 9, [("t", [entry])]) is None
     assert encode_produce_response(1, 2, [("t", [])]) is None
     assert encode_produce_response(1, 12, [("t", [])]) is None
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_one_partition_answers_equal_kios_writer(version: int) -> None:
+    # The cached path for one topic and one partition (a linger.ms=0 producer's answer),
+    # twice per topic so the second comes from the cache; a 200-byte name takes a
+    # two-byte length varint.
+    rng = random.Random(100 + version)
+    for name in ["t", "t", "x" * 200, "x" * 200, "ünï"]:
+        entry: dict[str, object] = {
+            "index": rng.randrange(0, 2**31),
+            "error_code": rng.choice([0, 6]),
+            "base_offset": rng.randrange(0, 2**62),
+            "log_append_time": rng.choice([None, rng.randrange(0, 2**41)]),
+            "log_start_offset": rng.randrange(0, 2**40),
+        }
+        correlation = rng.randrange(-(2**31), 2**31)
+        throttle = rng.choice([0, 7])
+        header = RequestHeader(PRODUCE, version, correlation, "c")
+        values = {
+            "responses": [{"name": name, "partition_responses": [entry]}],
+            "throttle_time": throttle,
+        }
+        expected = encode_response(header, build_response(PRODUCE, version, values))
+        assert encode_produce_response(correlation, version, [(name, [entry])], throttle) == (
+            expected
+        )

@@ -405,6 +405,14 @@ _KEYS: list[ConfigKey] = [
         _at_least(1),
     ),
     ConfigKey("num.io.threads", "int", 8, "Threads for blocking storage work.", _at_least(1)),
+    ConfigKey(
+        "append.thread.min.bytes",
+        "int",
+        -1,
+        "Produce appends of at least this many bytes are validated and written on a dedicated "
+        "append thread instead of the event loop; -1 never (odradek's own key).",
+        _at_least(-1),
+    ),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response.", _at_least(1024)),
     ConfigKey(
         "group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's first rebalance."

@@ -22,10 +22,13 @@ KAFKA_STORAGE_ERROR to produce and fetch, as Kafka's offline partitions do.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from odradek.broker.partition import FollowerTracker
@@ -42,7 +45,7 @@ from odradek.storage.errors import (
     StorageError,
 )
 from odradek.storage.file_region import FileRegion
-from odradek.storage.log import Log
+from odradek.storage.log import AppendInfo, Log
 from odradek.storage.log_dir_failure import is_io_failure
 from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_state import ORIGIN_CLIENT
@@ -63,6 +66,26 @@ UNKNOWN_SERVER_ERROR = -1
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+
+
+
+
+class _NotLeaderAnyMore(Exception):
+    """Raised on the append thread: leadership moved after the request was checked."""
+
+
+def _writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    # The log rewrites base offsets in place. A request's records arrive as a writable
+    # slice of the request buffer (nobody reads it after us): use it as it is; anything
+    # else gets a mutable copy.
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def _log_failure(future: asyncio.Future[AppendResult]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("append on the append thread failed", exc_info=future.exception())
 
 
 @dataclass
@@ -196,6 +219,14 @@ class ReplicaManager:
             log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT
         )
         self._checkpointed_hw = self._read_hw_checkpoint()
+        # Appends of at least this many bytes run on the append thread (append_or_offload,
+        # started on first use); None: never. The broker sets it from
+        # append.thread.min.bytes, off by default: on the 2-core machines measured the
+        # thread hop and the GIL handoffs cost more CPU than they overlap (benchmarks.md).
+        self.offload_append_bytes: int | None = None
+        self._append_thread: ThreadPoolExecutor | None = None
+        # Appends queued on the thread, per partition: later ones queue behind them.
+        self._offloaded: dict[tuple[str, int], int] = {}
 
     # Partition lifecycle ------------------------------------------------------------
 
@@ -358,6 +389,129 @@ class ReplicaManager:
         required_acks: int,
         origin: str = ORIGIN_CLIENT,
     ) -> AppendResult:
+        """Append on the calling thread (the event loop): checks, the log, the HW."""
+        checked = self._leader_for_append(topic, index, required_acks)
+        if isinstance(checked, AppendResult):
+            return checked
+        try:
+            info = checked.log.append_as_leader(
+                _writable(records), leader_epoch=checked.leader_epoch, origin=origin
+            )
+        except (StorageError, OSError) as exc:
+            return self._append_failed(checked, exc)
+        return self._appended(checked, info)
+
+    def append_or_offload(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | bytearray | memoryview,
+        *,
+        required_acks: int,
+        origin: str = ORIGIN_CLIENT,
+    ) -> AppendResult | asyncio.Future[AppendResult]:
+        """Append, on the append thread when the batch is large; a future then.
+
+        Records of at least ``offload_append_bytes`` (when set) are validated (CRC, producer state)
+        and written on one dedicated thread while the event loop reads the next request
+        and serves other connections: the CRC and the copy into the page cache release
+        the GIL. Appends to a partition that has one on the thread queue behind it there
+        too, whatever their size, so the partition's appends keep their order (the
+        thread takes jobs first in, first out). Leadership is checked here and again on
+        the thread under the log's lock, so a log that became a follower's meanwhile is
+        never appended to as a leader's. The high watermark, the purgatory wake-up and
+        any log directory failure are handled back on the loop, in append order.
+        """
+        key = (topic, index)
+        queued = self._offloaded.get(key, 0)
+        threshold = self.offload_append_bytes
+        if not queued and (threshold is None or len(records) < threshold):
+            return self.append(topic, index, records, required_acks=required_acks, origin=origin)
+        checked = self._leader_for_append(topic, index, required_acks)
+        if isinstance(checked, AppendResult):
+            return checked
+        loop = asyncio.get_running_loop()
+        if self._append_thread is None:
+            self._append_thread = ThreadPoolExecutor(1, thread_name_prefix="odradek-append")
+        answer: asyncio.Future[AppendResult] = loop.create_future()
+        job = loop.run_in_executor(
+            self._append_thread,
+            self._append_on_thread,
+            checked,
+            checked.leader_epoch,
+            _writable(records),
+            origin,
+        )
+        self._offloaded[key] = queued + 1
+        job.add_done_callback(functools.partial(self._offloaded_done, key, checked, answer))
+        return answer
+
+    def stop_append_thread(self) -> None:
+        """Wait for queued appends to finish (before the logs are closed)."""
+        if self._append_thread is not None:
+            self._append_thread.shutdown(wait=True)
+            self._append_thread = None
+
+    def _append_on_thread(
+        self, partition: Partition, epoch: int, records: bytearray | memoryview, origin: str
+    ) -> AppendInfo:
+        log_ = partition.log
+        # Truncation and leadership moves change the log under its lock: checked inside
+        # it, a leader that is still the leader appends before any of them.
+        with log_.lock:
+            if partition.leader_id != self.broker_id or partition.leader_epoch != epoch:
+                raise _NotLeaderAnyMore
+            return log_.append_as_leader(records, leader_epoch=epoch, origin=origin)
+
+    def _offloaded_done(
+        self,
+        key: tuple[str, int],
+        partition: Partition,
+        answer: asyncio.Future[AppendResult],
+        job: asyncio.Future[AppendInfo],
+    ) -> None:
+        left = self._offloaded[key] - 1
+        if left:
+            self._offloaded[key] = left
+        else:
+            del self._offloaded[key]
+        if answer.done():  # the waiting request is gone; the append happened all the same
+            answer = self._loop_future_sink()
+        if job.cancelled():
+            answer.cancel()
+            return
+        # The exception is looked at, not raised here: raising it would add this frame
+        # (which holds ``job``, which holds the exception) to its traceback, a cycle that
+        # keeps the request's buffer out of the pool until the garbage collector runs.
+        failure = job.exception()
+        try:
+            if failure is None:
+                result = self._appended(partition, job.result())
+            elif isinstance(failure, _NotLeaderAnyMore):
+                result = AppendResult(error_code=NOT_LEADER_OR_FOLLOWER)
+            elif isinstance(failure, (StorageError, OSError)):
+                result = self._append_failed(partition, failure)
+            else:  # a bug: the handler answers UNKNOWN_SERVER_ERROR
+                answer.set_exception(failure)
+                return
+        except Exception as exc:  # _append_failed re-raises an OSError it cannot map
+            answer.set_exception(exc)
+        else:
+            answer.set_result(result)
+        finally:
+            del failure
+
+    @staticmethod
+    def _loop_future_sink() -> asyncio.Future[AppendResult]:
+        # Stands in for a cancelled caller's future: the HW and the log directory state
+        # are still updated, and an exception is retrieved rather than left unlogged.
+        sink: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        sink.add_done_callback(_log_failure)
+        return sink
+
+    def _leader_for_append(
+        self, topic: str, index: int, required_acks: int
+    ) -> Partition | AppendResult:
         partition = self._partitions.get((topic, index))
         if partition is None:
             return AppendResult(error_code=self.missing_partition_error(topic, index))
@@ -375,49 +529,38 @@ class ReplicaManager:
                     f"{min_insync_replicas}"
                 ),
             )
+        return partition
+
+    def _append_failed(self, partition: Partition, exc: StorageError | OSError) -> AppendResult:
         log_ = partition.log
-        try:
-            # The log rewrites base offsets in place. A request's records arrive as a
-            # writable slice of the request buffer (nobody reads it after us): use it as
-            # it is; anything else gets a mutable copy.
-            if not (isinstance(records, memoryview) and not records.readonly):
-                records = bytearray(records)
-            info = log_.append_as_leader(
-                records, leader_epoch=partition.leader_epoch, origin=origin
-            )
-        except DuplicateSequenceError as dup:
+        if isinstance(exc, DuplicateSequenceError):
             # Already written: acks=all waits for what the log holds now.
             return AppendResult(
-                base_offset=dup.first_offset,
+                base_offset=exc.first_offset,
                 last_offset=log_.log_end_offset - 1,
-                log_append_time_ms=dup.log_append_time_ms,
+                log_append_time_ms=exc.log_append_time_ms,
                 log_start_offset=log_.log_start_offset,
             )
-        except (StorageError, OSError) as exc:
-            if is_io_failure(exc):
-                self.log_manager.dir_failure.mark_offline(exc)
-                return AppendResult(
-                    error_code=KAFKA_STORAGE_ERROR,
-                    log_start_offset=log_.log_start_offset,
-                    error_message=self._offline_message(),
-                )
-            if not isinstance(exc, StorageError):
-                raise
+        if is_io_failure(exc):
+            self.log_manager.dir_failure.mark_offline(exc)
             return AppendResult(
-                error_code=exc.error_code,
+                error_code=KAFKA_STORAGE_ERROR,
                 log_start_offset=log_.log_start_offset,
-                error_message=str(exc),
+                error_message=self._offline_message(),
             )
-        if info.duplicate:
-            return AppendResult(
-                base_offset=info.first_offset,
-                last_offset=info.last_offset,
-                log_append_time_ms=info.log_append_time_ms,
-                log_start_offset=info.log_start_offset,
-            )
-        partition.advance_high_watermark()
-        if self._on_data_appended is not None:
-            self._on_data_appended(topic, index)
+        if not isinstance(exc, StorageError):
+            raise exc
+        return AppendResult(
+            error_code=exc.error_code,
+            log_start_offset=log_.log_start_offset,
+            error_message=str(exc),
+        )
+
+    def _appended(self, partition: Partition, info: AppendInfo) -> AppendResult:
+        if not info.duplicate:
+            partition.advance_high_watermark()
+            if self._on_data_appended is not None:
+                self._on_data_appended(partition.topic, partition.index)
         return AppendResult(
             base_offset=info.first_offset,
             last_offset=info.last_offset,

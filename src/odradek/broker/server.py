@@ -224,6 +224,9 @@ class KafkaServer:
             on_data_appended=self.fetch_waiters.notify,
             clock=self._clock,
         )
+        append_thread_bytes = self.config.get("append.thread.min.bytes")
+        if append_thread_bytes >= 0:  # off by default: see docs/benchmarks.md
+            self.replica_manager.offload_append_bytes = append_thread_bytes
         self.topics = TopicManager(self.config, self.metadata, self.replica_manager)
         self.topics.load_all()
         if self.cluster is not None:
@@ -472,6 +475,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         if self.cleaner is not None:
             await loop.run_in_executor(self._io_pool, self.cleaner.stop)
+        await loop.run_in_executor(self._io_pool, self.replica_manager.stop_append_thread)
         try:
             await loop.run_in_executor(
                 self._io_pool, self.replica_manager.checkpoint_high_watermarks

@@ -592,6 +592,13 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every append, read and change of this log takes. A caller that must
+        check something and append with nothing changing the log in between (the broker's
+        append thread checking leadership) holds it around both; it is reentrant."""
+        return self._lock
+
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)

@@ -10,6 +10,8 @@ turns the retry into a duplicate that is answered, not written again).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -17,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE
 from odradek.broker.handlers.common import Ticker, element_builder, respond_many
 from odradek.broker.network import ChunkedResponse
+from odradek.broker.replica_manager import AppendResult
 from odradek.cluster.metadata import MetadataError, validate_topic_name
 from odradek.protocol.produce_response import encode_produce_response
 
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 _DIRECT_ENCODE_ITEMS = 1000
 
 
+@functools.lru_cache(maxsize=4096)  # checked on every request; names repeat
 def _legal_topic_name(name: str | None) -> bool:
     try:
         validate_topic_name(name or "")
@@ -43,9 +47,10 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
     responses = []
     ticker = Ticker()
     make_partition = element_builder(ctx, "responses", "partition_responses")
-    stats = server.stats  # None unless metrics are on
     # acks=all appends waiting for replication: (topic, partition, entry, required offset)
     pending: list[tuple[str, int, dict[str, Any], int]] = []
+    # Large appends running on the append thread: (entry, topic, bytes, future result).
+    offloaded: list[tuple[dict[str, Any], str, int, asyncio.Future[AppendResult]]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         partitions = []
@@ -66,27 +71,20 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
                 entry["error_code"] = ErrorCode.invalid_record
                 entry["error_message"] = "produce request carried no records"
             else:
-                result = server.replica_manager.append(
+                result = server.replica_manager.append_or_offload(
                     name, index, partition_data.records, required_acks=acks
                 )
-                entry["error_code"] = ErrorCode(result.error_code)
-                entry["base_offset"] = result.base_offset
-                entry["log_start_offset"] = result.log_start_offset
-                if result.log_append_time_ms >= 0:
-                    entry["log_append_time"] = result.log_append_time_ms
-                if result.error_message:
-                    entry["error_message"] = result.error_message
-                if acks == -1 and result.error_code == 0:
-                    pending.append((name, index, entry, result.last_offset + 1))
-                if stats is not None:
-                    if result.error_code == 0:
-                        # One count per batch set: offsets say how many records it held.
-                        count = result.last_offset - result.base_offset + 1
-                        stats.produced(name, count, len(partition_data.records))
-                    else:
-                        stats.produce_failed(name)
+                size = len(partition_data.records)
+                if isinstance(result, AppendResult):
+                    _fill(server, entry, name, size, result, acks, pending)
+                else:  # on the append thread: every partition is submitted before waiting
+                    offloaded.append((entry, name, size, result))
             partitions.append(entry)
         responses.append({"name": name, "partition_responses": partitions})
+    for entry, name, size, future in offloaded:
+        # The connection handles nothing else meanwhile, so its answers stay in order and
+        # its next request cannot overtake this one's appends (as Kafka's muted channel).
+        _fill(server, entry, name, size, await future, acks, pending)
     if pending:
         await _await_replication(server, pending, int(_timeout_ms(request)))
     throttle_ms = _record_quota(server, ctx, request)
@@ -108,6 +106,34 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
             make_partition(entry) for entry in topic_response["partition_responses"]
         ]
     return respond_many(ctx, {"responses": responses, "throttle_time": throttle_ms}, ticker.count)
+
+
+def _fill(
+    server: KafkaServer,
+    entry: dict[str, Any],
+    name: str,
+    size: int,
+    result: AppendResult,
+    acks: int,
+    pending: list[tuple[str, int, dict[str, Any], int]],
+) -> None:
+    """Put one partition's append result into its answer entry."""
+    entry["error_code"] = ErrorCode(result.error_code)
+    entry["base_offset"] = result.base_offset
+    entry["log_start_offset"] = result.log_start_offset
+    if result.log_append_time_ms >= 0:
+        entry["log_append_time"] = result.log_append_time_ms
+    if result.error_message:
+        entry["error_message"] = result.error_message
+    if acks == -1 and result.error_code == 0:
+        pending.append((name, entry["index"], entry, result.last_offset + 1))
+    stats = server.stats  # None unless metrics are on
+    if stats is not None:
+        if result.error_code == 0:
+            # One count per batch set: offsets say how many records it held.
+            stats.produced(name, result.last_offset - result.base_offset + 1, size)
+        else:
+            stats.produce_failed(name)
 
 
 def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int:
