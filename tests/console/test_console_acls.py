@@ -107,7 +107,8 @@ def test_refused_actions_show_the_kafka_error(
     secured: Secured, console: str, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     admin = secured.admin()
     with chromium() as browser:
@@ -117,8 +118,14 @@ def test_refused_actions_show_the_kafka_error(
             browser.find_element(By.TAG_NAME, "main")
             browser.save_screenshot(str(tmp_path / shot))
 
+        def appears(element_id: str) -> Any:
+            # A click does not wait for the page the form's POST leads to.
+            return WebDriverWait(browser, 15).until(
+                expected_conditions.presence_of_element_located((By.ID, element_id))
+            )
+
         def error_after(shot: str) -> str:
-            found = browser.find_element(By.ID, "error").text
+            found = appears("error").text
             browser.save_screenshot(str(tmp_path / shot))
             return found
 
@@ -159,9 +166,9 @@ def test_refused_actions_show_the_kafka_error(
         browser.find_element(By.NAME, "name").send_keys("alice-made")
         browser.find_element(By.NAME, "partitions").send_keys("1")
         browser.find_element(By.CSS_SELECTOR, "#create-topic button").click()
-        browser.find_element(By.ID, "message")
+        message = appears("message").text
         browser.save_screenshot(str(tmp_path / "created.png"))
-        assert "created topic alice-made" in browser.find_element(By.ID, "message").text
+        assert "created topic alice-made" in message
         assert "alice-made" in admin.list_topics(timeout=10).topics
 
 
