@@ -9,7 +9,11 @@ committed, and checked again through OffsetFetch after each ``--execute``.
 from __future__ import annotations
 
 import datetime
+import os
+import pty
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -239,7 +243,8 @@ def test_reset_offsets_scenarios(bootstrap: str, group_admin: SyncGroupAdmin) ->
     # Dry run is the default (and --dry-run says so): nothing changes.
     dry = reset(bootstrap, group, "--topic", topic, "--to-earliest")
     assert plan(dry) == {0: 0, 1: 0, 2: 0}
-    assert "dry run" in dry.stderr
+    # stderr is not a terminal here: no progress display, only the one note.
+    assert dry.stderr.strip() == "(dry run: nothing was changed; add --execute to commit)"
     assert plan(reset(bootstrap, group, "--topic", topic, "--to-latest", "--dry-run")) == {
         0: 10,
         1: 20,
@@ -373,3 +378,46 @@ def test_describe_offsets_of_a_deleted_topic(bootstrap: str, group_admin: SyncGr
     if doomed in described:
         assert described[doomed]["CURRENT-OFFSET"] == "2"
         assert described[doomed]["LOG-END-OFFSET"] == "-" and described[doomed]["LAG"] == "-"
+
+
+def test_reset_offsets_progress_on_a_terminal(bootstrap: str, group_admin: SyncGroupAdmin) -> None:
+    """stderr on a terminal: a live bar per group that advances by steps of 100 partitions,
+    then the commit; stdout (a pipe) still gets exactly the plain table."""
+    topic = unique("cli-reset-many")
+    count = 150
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, count, 1)])[topic].result(timeout=WAIT_S)
+    group = unique("cli-reset-progress")
+    group_admin.commit_offsets(group, {(topic, p): 0 for p in range(count)})
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "ODRADEK_BOOTSTRAP_SERVER"}
+    env["COLUMNS"] = "200"  # a wide terminal: rich would shorten the bar's text to fit 80
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "groups", "reset-offsets", "--bootstrap-server",
+         bootstrap, "--group", group, "--all-topics", "--to-offset", "0", "--execute"],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.stdout is not None
+    stdout = proc.stdout.read().decode()
+    assert proc.wait(timeout=60) == 0
+    terminal = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    frames = [line.strip() for line in re.split(r"[\r\n]+", terminal) if line.strip()]
+    assert any(
+        line.startswith(group) and "100/150 partitions" in line and "looking up offsets" in line
+        for line in frames
+    ), frames
+    assert any(group in line and "150/150" in line and "committing" in line for line in frames)
+    table_lines = stdout.splitlines()
+    assert re.split(r" {2,}", table_lines[0]) == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    assert len(table_lines) == 1 + count and "\x1b" not in stdout

@@ -9,6 +9,7 @@ retries into the restarted broker, which must still deduplicate by sequence numb
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -218,3 +219,36 @@ def test_crash_while_an_idempotent_producer_streams(restartable_broker: BrokerPr
     check(stored, acked)
     # Retries across the crash must not duplicate: every value exactly once.
     assert sum(len(r) for r in stored.values()) == total
+
+
+def test_restart_after_a_crash_logs_recovery_progress(
+    restartable_broker: BrokerProcess,
+) -> None:
+    """A broker restarted over a crashed log directory says what it recovers, as Kafka's."""
+    broker = restartable_broker
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "recover-me"
+    created = admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "4096"})])
+    created[topic].result(WAIT_S)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(300):
+        producer.produce(topic, b"x" * 100, partition=0)
+        if i % 50 == 0:
+            producer.flush(WAIT_S)
+    assert producer.flush(WAIT_S) == 0
+    broker.kill()  # no clean shutdown: the next start must recover
+    before = len(broker.log_text())
+    broker.start()
+    deadline = time.monotonic() + WAIT_S
+    while "loaded " not in broker.log_text()[before:] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    text = broker.log_text()[before:]
+    assert "since no clean shutdown file was found" in text
+    # Segments rolled before the crash were flushed and checkpointed when they rolled;
+    # the rest (at least the active segment) are read, each named with its rank.
+    pattern = rf"Recovering unflushed segment \d+\. (\d+)/(\d+) recovered for {topic}-0\."
+    steps = re.findall(pattern, text)
+    assert steps and [int(done) for done, _ in steps] == list(range(len(steps)))
+    assert {int(total) for _, total in steps} == {len(steps)}
+    assert f"Completed load of log {topic}-0 with " in text
+    assert "completed in " in text

@@ -515,3 +515,65 @@ def test_clients_reauthenticate_and_silent_sessions_expire(tmp_path: Path) -> No
         raw.assert_closed()
     finally:
         broker.stop()
+
+
+def test_odradek_client_over_every_listener(secured: Secured) -> None:
+    """odradek's own client (the console's and the CLI's) with the Java client's properties:
+    TLS with a trust store, mutual TLS, SASL PLAIN and SCRAM over TLS; a wrong password is
+    SASL_AUTHENTICATION_FAILED; a CA that is not the broker's fails the TLS handshake."""
+    from odradek.client.admin import Admin
+    from odradek.client.core import KafkaClient
+    from odradek.client.errors import ClientError
+    from odradek.client.errors import KafkaError as OdradekKafkaError
+    from odradek.client.security import ClientSecurity
+
+    pki = secured.pki
+    tls = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)}
+
+    def jaas(user: str, password: str) -> str:
+        return (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{password}";'
+        )
+
+    async def brokers(listener: str, props: dict[str, str]) -> list[int]:
+        client = KafkaClient(
+            secured.bootstrap(listener), security=ClientSecurity.from_properties(props)
+        )
+        try:
+            await client.start()
+            return sorted((await Admin(client).describe_cluster()).brokers)
+        finally:
+            await client.close()
+
+    cases = {
+        "SSL": {"security.protocol": "SSL", **tls},
+        "SASL_PLAINTEXT": {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": jaas("alice", "alice-secret"),
+        },
+        "SASL_SSL": {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": jaas("carol", SCRAM_PASSWORD),
+            **tls,
+        },
+    }
+    for listener, props in cases.items():
+        assert asyncio.run(brokers(listener, props)) == [0], listener
+    mutual = {
+        **cases["SSL"],
+        "ssl.keystore.location": str(pki.client_cert),
+        "ssl.key.location": str(pki.client_key),
+    }
+    assert asyncio.run(brokers("SSL", mutual)) == [0]
+    wrong = {**cases["SASL_SSL"], "sasl.jaas.config": jaas("carol", "not-the-password")}
+    with pytest.raises(OdradekKafkaError) as refused:
+        asyncio.run(brokers("SASL_SSL", wrong))
+    assert refused.value.name == "SASL_AUTHENTICATION_FAILED"
+    assert "not-the-password" not in str(refused.value)
+    untrusted = {"security.protocol": "SSL"}  # the system's CAs: not this broker's
+    with pytest.raises(ClientError) as failed:
+        asyncio.run(brokers("SSL", untrusted))
+    assert "certificate" in str(failed.value).lower(), failed.value

@@ -209,3 +209,55 @@ def test_corrupt_epoch_checkpoint_is_rebuilt(tmp_path: Path, clock: FakeClock) -
     again = manager(tmp_path, clock)
     assert again.get_log("t", 0).leader_epoch_cache.entries == [(1, 0), (4, 4), (6, 8)]
     again.shutdown()
+
+
+def test_startup_logs_recovery_progress(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    lm = manager(tmp_path, clock)
+    write(lm, "big", 0, 30)  # several 800-byte segments
+    write(lm, "small", 0, 1)
+    write(lm, "small", 1, 1)
+    for log in lm.all_logs():
+        log.flush()
+    lm.checkpoint()  # recovery points at the log ends...
+    write(lm, "big", 0, 30)  # ...then more on "big" only, and a crash (no shutdown)
+    big_segments = len(lm.get_log("big", 0).segments)
+    caplog.set_level("INFO", logger="odradek.storage")
+    again = manager(tmp_path, clock, progress_interval_s=0.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert (
+        f"Attempting recovery of 3 logs from {tmp_path} since no clean shutdown file was found"
+    ) in lines
+    recovering = [
+        line for line in lines
+        if line.startswith("Recovering unflushed segment") and line.endswith("for big-0.")
+    ]  # fmt: skip
+    # Only what follows big-0's recovery point is read: the segments written after it.
+    assert recovering
+    assert len(recovering) < big_segments
+    assert recovering[-1].endswith(f"{len(recovering) - 1}/{len(recovering)} recovered for big-0.")
+    completed = [line for line in lines if line.startswith("Completed load of log")]
+    log = again.get_log("big", 0)
+    assert completed[0].startswith(
+        f"Completed load of log big-0 with {len(log.segments)} segments, log start offset 0 and"
+        f" log end offset {log.log_end_offset} in "
+    )
+    # Every log is read from its recovery point (the small ones: nothing past it).
+    assert [line.split(" (")[-1] for line in completed] == [
+        f"{n}/3 completed in {tmp_path})" for n in (1, 2, 3)
+    ]
+    # With a zero interval every log but the last gets a directory progress line.
+    progress = [line for line in lines if line.startswith("Loaded ")]
+    assert [p.split(" from ")[0] for p in progress] == [
+        "Loaded 1/3 logs (33%)", "Loaded 2/3 logs (66%)"
+    ]  # fmt: skip
+    again.shutdown()
+
+    caplog.clear()
+    manager(tmp_path, clock).shutdown()  # clean: nothing is read, no per-log lines
+    lines = [r.getMessage() for r in caplog.records]
+    assert (
+        f"Skipping recovery of 3 logs from {tmp_path} since clean shutdown file was found"
+    ) in lines
+    assert not [line for line in lines if line.startswith(("Recovering", "Completed", "Loaded "))]

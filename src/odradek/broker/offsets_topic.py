@@ -138,7 +138,12 @@ class OffsetsTopic:
         return result.base_offset + len(records) - 1
 
     def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-        """Every (offset, key, value) from the log start to the high watermark.
+        """Every (offset, key, value) from the log start to the log end.
+
+        To the log end, not the high watermark, as Kafka's GroupMetadataManager loads: a
+        new leader's high watermark lags until its followers fetch again, and the offset
+        commits acknowledged just before the move (acks=all) may lie above it. Stopping at
+        the high watermark would lose them from the new coordinator's memory.
 
         Records of a transactional batch are held back until their transaction's marker:
         yielded then if it committed, dropped if it aborted. Those of transactions still
@@ -152,7 +157,7 @@ class OffsetsTopic:
             return
         log_ = hosted.log
         offset = log_.log_start_offset
-        end = hosted.high_watermark
+        end = log_.log_end_offset
         while offset < end:
             try:
                 info = log_.read(offset, _READ_CHUNK, max_offset=end, min_one_batch=True)

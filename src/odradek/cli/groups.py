@@ -25,6 +25,8 @@ Kafka's ``kafka-consumer-groups`` (columns two spaces apart, ``-`` for "none"):
   changes nothing; ``--execute`` commits the new offsets. Targets are clamped to each
   partition's [log start, log end]. A group with members is refused in both modes ("offsets
   can only be reset if the group is inactive"), because its members would overwrite them.
+  When stderr is a terminal a live progress bar (cli/progress.py) shows, per group, how
+  many partitions are looked up, then the commit; otherwise nothing but the table is shown.
 
 Every failure is one ``error: ...`` line on stderr with exit code 1.
 """
@@ -39,14 +41,17 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run, table
+from odradek.cli.progress import StepProgress
 
 if TYPE_CHECKING:
-    from odradek.client.group_admin import GroupAdmin, GroupDescription
+    from odradek.client.group_admin import GroupAdmin, GroupDescription, ResetSpec
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+# Partitions looked up per step of a reset (the progress display advances per step).
+RESET_STEP = 100
 RESET_OPTIONS = ("--to-earliest", "--to-latest", "--to-offset", "--to-datetime", "--shift-by")
 
 
@@ -449,20 +454,41 @@ def reset_offsets(
                 partitions = explicit
             else:
                 partitions = sorted(await admin.fetch_offsets(name))
-            try:
-                planned = await admin.plan_reset(name, partitions, spec)
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
+            planned = await _plan_in_steps(admin, name, partitions, spec, progress)
             if execute and planned:
+                progress.update(name, len(partitions), len(partitions), "committing")
                 await admin.commit_offsets(name, planned)
             rows.extend((name, tp[0], tp[1], offset) for tp, offset in sorted(planned.items()))
         return rows
 
-    rows = run(_with_group_admin(bootstrap_server, action))
+    with StepProgress("partitions") as progress:
+        rows = run(_with_group_admin(bootstrap_server, action))
     if rows:
         click.echo(table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows))
     if not execute:
         click.echo("(dry run: nothing was changed; add --execute to commit)", err=True)
+
+
+async def _plan_in_steps(
+    admin: GroupAdmin,
+    group: str,
+    partitions: list[TopicPartition],
+    spec: ResetSpec,
+    progress: StepProgress,
+) -> dict[TopicPartition, int]:
+    """plan_reset over ``RESET_STEP`` partitions at a time, so that a reset of thousands
+    of partitions shows how far it is. Offsets are still committed in one request."""
+    planned: dict[TopicPartition, int] = {}
+    total = len(partitions)
+    progress.update(group, 0, total, "looking up offsets")
+    for start in range(0, total, RESET_STEP):
+        step = partitions[start : start + RESET_STEP]
+        try:
+            planned.update(await admin.plan_reset(group, step, spec))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        progress.update(group, start + len(step), total, "looking up offsets")
+    return planned
 
 
 def register(cli: click.Group) -> None:

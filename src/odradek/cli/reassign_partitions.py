@@ -11,6 +11,8 @@ Exactly one action:
 - ``--verify --reassignment-json-file F [--preserve-throttles]``: say per partition
   whether its reassignment is completed or still in progress; when none is in progress,
   remove every replication throttle (broker rates and the topics' throttled replicas).
+  Under each partition still in progress, one line per replica being added says how far
+  its copy is: its bytes against the leader's (DescribeLogDirs), odradek's addition.
 - ``--cancel --reassignment-json-file F [--preserve-throttles]``: cancel those of the
   file's partitions still moving (they return to their original replicas), then remove
   the throttles.
@@ -23,6 +25,7 @@ Errors (bad JSON, unknown brokers or topics, an error from the controller) are o
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,11 +41,14 @@ from odradek.cli.reassign_json import (
     parse_topics_to_move,
     tp_name,
 )
+from odradek.client.errors import KafkaError
 
 if TYPE_CHECKING:
     from odradek.client.admin import Admin
 
 TopicPartition = tuple[str, int]
+# How long --verify waits for a broker's DescribeLogDirs (a stopped broker never answers).
+LOG_DIRS_TIMEOUT_S = 5.0
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -246,10 +252,12 @@ async def run_verify(
 ) -> None:
     moving = await admin.list_partition_reassignments(sorted(targets))
     metadata = await admin.list_topics()
+    copied = await _copy_progress(admin, moving, metadata)
     lines = ["Status of partition reassignment:"]
     for tp in sorted(targets):
         if tp in moving:
             lines.append(f"Reassignment of partition {tp_name(tp)} is still in progress.")
+            lines.extend(copied.get(tp, []))
             continue
         info = metadata.topics.get(tp[0])
         part = info.partitions.get(tp[1]) if info is not None else None
@@ -266,6 +274,65 @@ async def run_verify(
     click.echo("\n".join(lines))
     if not moving and not preserve:
         await _clear_throttles(admin, targets)
+
+
+async def _sizes_on(
+    admin: Admin, broker: int, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int] | None:
+    """The size of each of ``partitions`` on ``broker`` (a replica it does not have yet is
+    left out); None when the broker does not answer within LOG_DIRS_TIMEOUT_S."""
+    try:
+        found = await asyncio.wait_for(
+            admin.describe_log_dirs([broker], partitions), LOG_DIRS_TIMEOUT_S
+        )
+    except (TimeoutError, OSError, KafkaError):
+        return None
+    sizes: dict[TopicPartition, int] = {}
+    for description in found.get(broker, {}).values():
+        for tp, replica in description.replicas.items():
+            if not replica.is_future:
+                sizes[tp] = replica.size
+    return sizes
+
+
+async def _copy_progress(
+    admin: Admin, moving: Mapping[TopicPartition, Any], metadata: Any
+) -> dict[TopicPartition, list[str]]:
+    """Per moving partition, one line per replica being added: the bytes it holds against
+    its leader's (DescribeLogDirs of both brokers), as ``kafka-log-dirs`` would show them.
+    Kafka's --verify says only "still in progress"; these lines come after that one."""
+    wanted: dict[int, set[TopicPartition]] = {}
+    leaders: dict[TopicPartition, int] = {}
+    for tp, reassignment in moving.items():
+        leader = metadata.leader(*tp)
+        if leader is not None:
+            leaders[tp] = leader
+            wanted.setdefault(leader, set()).add(tp)
+        for replica in reassignment.adding_replicas:
+            wanted.setdefault(replica, set()).add(tp)
+    brokers = sorted(wanted)
+    answers = await asyncio.gather(*(_sizes_on(admin, b, sorted(wanted[b])) for b in brokers))
+    sizes = dict(zip(brokers, answers, strict=True))
+    lines: dict[TopicPartition, list[str]] = {}
+    for tp in sorted(moving):
+        leader = leaders.get(tp)
+        leader_sizes = sizes.get(leader) if leader is not None else None
+        total = None if leader_sizes is None else leader_sizes.get(tp)
+        for replica in moving[tp].adding_replicas:
+            held = sizes.get(replica)
+            if held is None:
+                line = f"  Replica {replica}: broker {replica} did not answer"
+            elif total is None:
+                line = f"  Replica {replica}: {held.get(tp, 0)} bytes copied (leader unknown)"
+            else:
+                done = held.get(tp, 0)
+                share = min(done / total, 1.0) if total else 1.0
+                line = (
+                    f"  Replica {replica}: {done} of {total} bytes copied from leader "
+                    f"{leader} ({share:.0%})"
+                )
+            lines.setdefault(tp, []).append(line)
+    return lines
 
 
 async def run_cancel(

@@ -2,9 +2,11 @@
 
 Life of a connection:
 
-1. :meth:`BrokerConnection.connect` opens the socket and negotiates versions with ApiVersions
-   (v3 first; a broker that does not know v3 answers UNSUPPORTED_VERSION with a v0 body listing
-   its range and the connection retries with the broker's highest version).
+1. :meth:`BrokerConnection.connect` opens the socket (TLS when the client's security says
+   so) and negotiates versions with ApiVersions (v3 first; a broker that does not know v3
+   answers UNSUPPORTED_VERSION with a v0 body listing its range and the connection retries
+   with the broker's highest version), then authenticates with SASL when configured
+   (security.py).
 2. :meth:`BrokerConnection.send` writes a request frame and, unless the request expects no
    response (Produce with acks=0), waits for the response whose correlation id matches. Any
    number of requests may be in flight; a single reader task decodes responses as they arrive
@@ -30,12 +32,14 @@ from kio.schema.errors import ErrorCode
 
 from odradek.client.entities import api_name, build_request
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.security import ClientSecurity
 from odradek.client.versions import API_VERSIONS, FIRST_API_VERSIONS_VERSION, pick_version
 from odradek.protocol.codec import DecodeError, decode_response, encode_request
 
 log = logging.getLogger(__name__)
 
 _INT32 = struct.Struct(">i")
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DEFAULT_MAX_RESPONSE_SIZE = 1 << 30  # a Fetch may legitimately carry fetch.max.bytes and more
 
 try:
@@ -65,7 +69,9 @@ class BrokerConnection:
         client_id: str | None = "odradek",
         request_timeout_ms: int = 30000,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -110,8 +116,12 @@ class BrokerConnection:
             raise ClientError(f"connection to {self.label} is closed")
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
+            tls = self.security.ssl_context if self.security is not None else None
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout
+                asyncio.open_connection(
+                    self.host, self.port, ssl=tls, server_hostname=self.host if tls else None
+                ),
+                timeout,
             )
         except TimeoutError:
             self._closed = True
@@ -130,6 +140,55 @@ class BrokerConnection:
         except BaseException:
             await self.close("version negotiation failed")
             raise
+        if self.security is not None and self.security.uses_sasl:
+            try:
+                await self._authenticate(self.security, timeout_ms)
+            except BaseException:
+                await self.close("SASL authentication failed")
+                raise
+
+    async def _authenticate(self, security: ClientSecurity, timeout_ms: int | None) -> None:
+        """SaslHandshake v1 then SaslAuthenticate (KIP-152), as Kafka's clients do."""
+        handshake = await self.send(
+            build_request(SASL_HANDSHAKE, 1, mechanism=security.sasl_mechanism),
+            timeout_ms=timeout_ms,
+        )
+        if handshake.error_code:
+            enabled = ", ".join(str(m) for m in handshake.mechanisms)
+            raise KafkaError(
+                handshake.error_code,
+                f"{self.label} does not enable SASL mechanism {security.sasl_mechanism}"
+                f" (enabled: {enabled or 'none'})",
+            )
+        version = min(self.api_versions.get(SASL_AUTHENTICATE, (0, 2))[1], 2)
+        exchange = security.exchange()
+        challenge = b""
+        while not exchange.done:
+            try:
+                token = exchange.respond(challenge)
+            except (ValueError, KeyError, UnicodeDecodeError) as exc:
+                raise KafkaError(
+                    ErrorCode.sasl_authentication_failed, f"{self.label}: {exc}"
+                ) from None
+            if token is None:
+                break
+            answer = await self.send(
+                build_request(SASL_AUTHENTICATE, version, auth_bytes=token),
+                timeout_ms=timeout_ms,
+            )
+            if answer.error_code:
+                raise KafkaError(
+                    answer.error_code,
+                    f"{self.label}: {answer.error_message or 'authentication failed'}",
+                )
+            challenge = bytes(answer.auth_bytes)
+        if not exchange.done:  # SCRAM: the server-final message still to check
+            try:
+                exchange.respond(challenge)
+            except (ValueError, KeyError, UnicodeDecodeError) as exc:
+                raise KafkaError(
+                    ErrorCode.sasl_authentication_failed, f"{self.label}: {exc}"
+                ) from None
 
     async def _negotiate_versions(self, timeout_ms: int | None) -> None:
         version = FIRST_API_VERSIONS_VERSION

@@ -151,6 +151,7 @@ class ConsumerCoordinator:
                 node_id=_COORDINATOR_ID_BASE - node,
                 client_id=self.client.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                security=self.client.security,
             )
             await connection.connect(self.client.connect_timeout_ms)
             self._connection = connection

@@ -38,6 +38,7 @@ from odradek.client.metadata import (
     TopicInfo,
     from_metadata_response,
 )
+from odradek.client.security import ClientSecurity
 from odradek.client.versions import METADATA
 
 log = logging.getLogger(__name__)
@@ -133,8 +134,10 @@ class KafkaClient(AsyncResource):
         metadata_max_age_ms: int = 300000,
         retry_backoff_ms: int = 100,
         socket_connection_setup_timeout_ms: int = 10000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.security = security  # TLS / SASL of every connection (security.py)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.metadata_max_age_ms = metadata_max_age_ms
@@ -223,6 +226,7 @@ class KafkaClient(AsyncResource):
                 node_id=node_id,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                security=self.security,
             )
             await connection.connect(self.connect_timeout_ms)
             if self._closed:

@@ -31,6 +31,7 @@ from starlette.templating import Jinja2Templates
 
 from odradek.client.errors import ClientError, ErrorCode, KafkaError
 from odradek.client.group_admin import ResetSpec
+from odradek.client.security import ClientSecurity
 from odradek.console.decode import FORMATS, Formats
 from odradek.console.gateway import (
     MAX_BROWSE,
@@ -51,6 +52,14 @@ NOT_FOUND_CODES = {
     ErrorCode.unknown_topic_id,
 }
 CONFLICT_CODES = {ErrorCode.topic_already_exists, ErrorCode.non_empty_group}
+# The authorizer refused the console's user (--command-config): shown as Kafka's error.
+FORBIDDEN_CODES = {
+    ErrorCode.topic_authorization_failed,
+    ErrorCode.group_authorization_failed,
+    ErrorCode.cluster_authorization_failed,
+    ErrorCode.transactional_id_authorization_failed,
+    ErrorCode.delegation_token_authorization_failed,
+}
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -67,6 +76,10 @@ def _human_bytes(value: int | None) -> str:
 
 
 def _kafka_status(exc: KafkaError) -> int:
+    if exc.code in FORBIDDEN_CODES:
+        return 403
+    if exc.code == ErrorCode.sasl_authentication_failed:
+        return 401
     if exc.code in NOT_FOUND_CODES:
         return 404
     if exc.code in CONFLICT_CODES:
@@ -80,11 +93,16 @@ class Console:
     """The application's state: gateway, sampler, templates and the write switch."""
 
     def __init__(
-        self, bootstrap_servers: str, *, allow_writes: bool = False, sample_interval_s: float = 5
+        self,
+        bootstrap_servers: str,
+        *,
+        allow_writes: bool = False,
+        sample_interval_s: float = 5,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.allow_writes = allow_writes
-        self.gateway = Gateway(bootstrap_servers)
+        self.gateway = Gateway(bootstrap_servers, security)
         self.sampler = Sampler(self.gateway, interval_s=sample_interval_s)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["bytes"] = _human_bytes
@@ -349,8 +367,15 @@ def _done_message(request: Request) -> str | None:
 
 
 def create_app(
-    bootstrap_servers: str, *, allow_writes: bool = False, sample_interval_s: float = 5
+    bootstrap_servers: str,
+    *,
+    allow_writes: bool = False,
+    sample_interval_s: float = 5,
+    security: ClientSecurity | None = None,
 ) -> Starlette:
     return Console(
-        bootstrap_servers, allow_writes=allow_writes, sample_interval_s=sample_interval_s
+        bootstrap_servers,
+        allow_writes=allow_writes,
+        sample_interval_s=sample_interval_s,
+        security=security,
     ).app()

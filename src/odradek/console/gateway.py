@@ -31,6 +31,7 @@ from odradek.client.group_admin import (
     ResetSpec,
 )
 from odradek.client.metadata import BrokerInfo, PartitionInfo
+from odradek.client.security import ClientSecurity
 from odradek.console.decode import Formats, Shown, show
 
 TopicPartition = tuple[str, int]
@@ -175,10 +176,15 @@ def parse_datetime(text: str) -> int:
 class Gateway:
     """The console's one connection to the cluster."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, security: ClientSecurity | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        # The operator's own credentials (--command-config): the brokers' authorizer decides
+        # what the console may see and do, exactly as for the CLI.
         self.client = KafkaClient(
-            bootstrap_servers, client_id="odradek-console", request_timeout_ms=REQUEST_TIMEOUT_MS
+            bootstrap_servers,
+            client_id="odradek-console",
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            security=security,
         )
         self.admin = Admin(self.client, request_timeout_ms=REQUEST_TIMEOUT_MS)
         self.groups = GroupAdmin(self.client, request_timeout_ms=REQUEST_TIMEOUT_MS)

@@ -233,6 +233,9 @@ class Log:
         self._listing = listing  # the directory's files when opened, until loaded
         self._uses = 0  # see release_idle_handles
         self._uses_seen = -1
+        # Segments whose data the last open read and validated (0: a clean open); the
+        # log manager's start-up progress lines use it.
+        self.segments_recovered = 0
 
     # -- opening and recovery ----------------------------------------------------------
 
@@ -487,8 +490,15 @@ class Log:
 
         cache.truncate_from_end(recover_from)
         index = start
+        to_recover = len(self._segments) - start
         while index < len(self._segments):
             segment = self._segments[index]
+            # Kafka's LogLoader line: a big log's recovery shows which segment it is on.
+            logger.info(
+                "Recovering unflushed segment %d. %d/%d recovered for %s.",
+                segment.base_offset, index - start, to_recover, self.directory.name,
+            )  # fmt: skip
+            self.segments_recovered += 1
             truncated = segment.recover(
                 on_batch, from_offset=recover_from if index == start else None
             )

@@ -65,6 +65,8 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 SHUTDOWN_FLUSH_THREADS = 8
+# At most this often, start-up logs how many of the directory's logs are loaded.
+PROGRESS_INTERVAL_S = 10.0
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 TopicPartition = tuple[str, int]
@@ -92,8 +94,10 @@ class LogManager:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         recovery_threads: int = 1,
         topic_config: Callable[[str], LogConfig | None] | None = None,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self._progress_interval_s = progress_interval_s
         self.default_config = default_config
         self._clock = clock
         self._producer_id_expiration_ms = producer_id_expiration_ms
@@ -162,8 +166,25 @@ class LogManager:
             to_load.append(((topic, partition), self.data_dir / entry.name))
 
         configs: dict[str, LogConfig] = {}  # per topic: building one is not free
+        progress = _LoadProgress(self.data_dir, len(to_load), self._progress_interval_s)
+        if clean:
+            logger.info(
+                "Skipping recovery of %d logs from %s since clean shutdown file was found",
+                len(to_load), self.data_dir,
+            )  # fmt: skip
+        else:
+            logger.info(
+                "Attempting recovery of %d logs from %s since no clean shutdown file was found",
+                len(to_load), self.data_dir,
+            )  # fmt: skip
 
         def load(item: tuple[TopicPartition, Path]) -> Log:
+            started = time.monotonic()
+            log = open_log(item)
+            progress.loaded(log, time.monotonic() - started)
+            return log
+
+        def open_log(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
             config = configs.get(tp[0])
             if config is None:
@@ -195,8 +216,8 @@ class LogManager:
             fsync_dir(self.data_dir)
         self.had_clean_shutdown = clean
         logger.info(
-            "loaded %d logs from %s after %s shutdown",
-            len(loaded), self.data_dir, "a clean" if clean else "an unclean",
+            "loaded %d logs from %s in %d ms after %s shutdown",
+            len(loaded), self.data_dir, progress.elapsed_ms(), "a clean" if clean else "an unclean",
         )  # fmt: skip
 
     def shutdown(self) -> None:
@@ -400,3 +421,50 @@ class LogManager:
 
     def __repr__(self) -> str:
         return f"LogManager({self.data_dir}, logs={len(self._logs)})"
+
+
+class _LoadProgress:
+    """Start-up progress of one directory, as Kafka's LogManager logs it.
+
+    A log whose segments were read (recovered) gets Kafka's ``Completed load of ...
+    (k/n completed in DIR)`` line; clean opens are counted silently (a clean start of
+    10,000 logs would otherwise log 10,000 lines). Every ``interval_s`` a line says how
+    far the directory is, so a long recovery is never silent. Logs load on several
+    threads (``num.recovery.threads.per.data.dir``): the counts are under a lock.
+    """
+
+    def __init__(self, data_dir: Path, total: int, interval_s: float) -> None:
+        self._data_dir = data_dir
+        self._total = total
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._done = 0
+        self._segments = 0
+        self._started = time.monotonic()
+        self._last_report = self._started
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._started) * 1000)
+
+    def loaded(self, log: Log, seconds: float) -> None:
+        with self._lock:
+            self._done += 1
+            self._segments += log.segments_recovered
+            done, segments = self._done, self._segments
+            now = time.monotonic()
+            report = now - self._last_report >= self._interval_s and done < self._total
+            if report:
+                self._last_report = now
+        if log.segments_recovered:
+            logger.info(
+                "Completed load of log %s with %d segments, log start offset %d and log end "
+                "offset %d in %d ms (%d/%d completed in %s)",
+                log.directory.name, len(log.segment_sizes()), log.log_start_offset,
+                log.log_end_offset, int(seconds * 1000), done, self._total, self._data_dir,
+            )  # fmt: skip
+        if report:
+            logger.info(
+                "Loaded %d/%d logs (%d%%) from %s in %d ms; %d segments recovered so far",
+                done, self._total, done * 100 // self._total, self._data_dir,
+                self.elapsed_ms(), segments,
+            )  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -165,6 +166,25 @@ def test_execute_with_a_throttle_copies_at_the_limit_and_verify_removes_it(
         state = cluster.zk.get_partition_state("slow", 0)
         return state is not None and target in state[0].isr
 
+    # Mid-copy (8 MiB at 1 MiB/s), --verify says how far the new replica is.
+    verify = ["--verify", "--reassignment-json-file", moves]
+    midway = reassign(cluster, *verify)
+    assert midway.code == 0, midway.stderr
+    if not in_isr():  # a very slow CLI start could miss the copy; then nothing to see
+        assert midway.lines[:2] == [
+            "Status of partition reassignment:",
+            "Reassignment of partition slow-0 is still in progress.",
+        ]
+        copy = re.fullmatch(
+            rf"  Replica {target}: (\d+) of (\d+) bytes copied from leader {source} \((\d+)%\)",
+            midway.lines[2],
+        )
+        assert copy is not None, midway.lines
+        done, total, percent = map(int, copy.groups())
+        assert total >= size and 0 <= done < total
+        assert percent == round(100 * done / total)
+        assert len(midway.lines) == 3  # throttles are kept while it moves
+
     wait_for(in_isr, 120, "the new replica to join the ISR")
     elapsed = time.monotonic() - started
     rate = size / elapsed
@@ -172,7 +192,6 @@ def test_execute_with_a_throttle_copies_at_the_limit_and_verify_removes_it(
     # the limit, plus the initial window's burst, plus one fetch beyond it.
     assert rate < 1.6 * limit, f"copied {size} bytes in {elapsed:.1f}s: {rate / MiB:.2f} MiB/s"
 
-    verify = ["--verify", "--reassignment-json-file", moves]
     wait_for(lambda: "is completed" in reassign(cluster, *verify).out, 60, "verify: completed")
     wait_for(
         lambda: "leader.replication.throttled.replicas"
@@ -267,6 +286,7 @@ def test_generate_list_cancel_and_errors(cluster_factory: Any, tmp_path: Path) -
         assert verifying.lines == [
             "Status of partition reassignment:",
             "Reassignment of partition gen-0 is still in progress.",
+            f"  Replica {spare}: broker {spare} did not answer",
         ]
         # The paused broker cannot take a throttle change: keep them for now.
         cancel = ["--cancel", "--reassignment-json-file", moves]

@@ -29,7 +29,9 @@ class BrokerMetrics:
     def __init__(self, server: KafkaServer, host: str, port: int) -> None:
         self.stats = BrokerStats()
         self.collector = BrokerCollector(server, self.stats)
-        self.endpoint = MetricsEndpoint(self.collector.collect, host, port)
+        self.endpoint = MetricsEndpoint(
+            self.collector.collect, host, port, prepare=self.collector.prepare
+        )
         self.collector.last_collect_seconds = lambda: self.endpoint.last_collect_seconds
 
     @property

@@ -8,6 +8,9 @@ Names follow what the Prometheus JMX exporter's Kafka rules make of Kafka's MBea
 (``lowercaseOutputName``, ``lowercaseOutputLabelNames``), so dashboards written for Kafka
 work unchanged; the table in docs/operations.md maps each MBean to its name here. Consumer
 lag is not a Kafka broker MBean: it carries kafka_exporter's names (``kafka_consumergroup_*``).
+Each group's lag and committed offsets are exported by the broker coordinating the group, and
+by no other: for partitions led elsewhere the high watermark is asked of their leaders just
+before the scrape is collected (:meth:`BrokerCollector.prepare`, lag.py).
 
 The collector runs on the broker's event loop (the endpoint is served there), so it reads
 the same dictionaries the handlers change without locks.
@@ -27,6 +30,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.samples import Sample
 
+from odradek.broker.metrics.lag import RemoteHighWatermarks
 from odradek.broker.metrics.stats import BrokerStats, Histogram
 from odradek.cluster.controller.context import PartitionStateName
 
@@ -71,6 +75,34 @@ class BrokerCollector:
         self.loop_busy = LoopBusy()
         # Set by the endpoint: seconds its previous collection took on the event loop.
         self.last_collect_seconds: Callable[[], float] = lambda: 0.0
+        # High watermarks of partitions led by other brokers, asked for by prepare().
+        self._remote_high_watermarks: dict[tuple[str, int], int] = {}
+
+    async def prepare(self) -> None:
+        """Before a collection: the high watermarks the lag of this broker's groups needs
+        from other brokers (only in a cluster; a lone broker leads every partition)."""
+        parts = self.server.cluster_parts
+        if parts is None:
+            return
+        replica_manager = self.server.replica_manager
+        broker_id = replica_manager.broker_id
+        wanted = set()
+        for group in self.server.group_coordinator.groups():
+            for topic, index in group.offsets:
+                partition = replica_manager.partition(topic, index)
+                if partition is None or partition.leader_id != broker_id:
+                    wanted.add((topic, index))
+        if not wanted:
+            self._remote_high_watermarks = {}
+            return
+        cache = parts.metadata_cache
+
+        def leader_of(topic: str, index: int) -> int | None:
+            info = cache.partition(topic, index)
+            return None if info is None else info.leader
+
+        remote = RemoteHighWatermarks(leader_of, parts.address_of)
+        self._remote_high_watermarks = await remote.fetch(wanted)
 
     def describe(self) -> list[Metric]:
         return []  # families depend on the broker's state: don't collect at registration
@@ -309,9 +341,10 @@ class BrokerCollector:
         replica_manager = server.replica_manager
         broker_id = replica_manager.broker_id
         by_state = dict.fromkeys(GROUP_STATES, 0)
+        remote = self._remote_high_watermarks
         lag = GaugeMetricFamily(
             "kafka_consumergroup_lag",
-            "High watermark minus the committed offset, for partitions led here",
+            "High watermark minus the committed offset, by the group's coordinator",
             labels=["consumergroup", "topic", "partition"],
         )
         current = GaugeMetricFamily(
@@ -328,8 +361,12 @@ class BrokerCollector:
                 current.add_metric(labels, committed.offset)
                 partition = replica_manager.partition(topic, index)
                 if partition is not None and partition.leader_id == broker_id:
+                    high_watermark: int | None = partition.high_watermark
+                else:
+                    high_watermark = remote.get((topic, index))  # None: leader silent
+                if high_watermark is not None:
                     # The same figure as kafka-consumer-groups --describe: never negative.
-                    lag.add_metric(labels, max(partition.high_watermark - committed.offset, 0))
+                    lag.add_metric(labels, max(high_watermark - committed.offset, 0))
         prefix = "kafka_coordinator_group_groupmetadatamanager_numgroups"
         yield GaugeMetricFamily(prefix, "Groups coordinated here (NumGroups)", value=len(groups))
         for state in GROUP_STATES:

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -41,9 +41,17 @@ class _Gathered:
 
 
 class MetricsEndpoint:
-    def __init__(self, collect: Callable[[], Iterable[Metric]], host: str, port: int) -> None:
-        """``collect`` gathers every family; it runs on the event loop."""
+    def __init__(
+        self,
+        collect: Callable[[], Iterable[Metric]],
+        host: str,
+        port: int,
+        prepare: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``collect`` gathers every family; it runs on the event loop. ``prepare``, when
+        given, is awaited before it (figures that need other brokers' answers)."""
         self.collect = collect
+        self.prepare = prepare
         # How long the previous scrape held the event loop (exported by the next one).
         self.last_collect_seconds = 0.0
         self.host = host
@@ -96,6 +104,11 @@ class MetricsEndpoint:
             elif method not in ("GET", "HEAD"):
                 await self._answer(writer, 405, b"method not allowed\n")
             else:
+                if self.prepare is not None:
+                    try:
+                        await self.prepare()
+                    except Exception:  # the rest of the scrape is still worth serving
+                        log.exception("preparing a metrics scrape failed")
                 started = time.perf_counter()
                 gathered = _Gathered(list(self.collect()))
                 self.last_collect_seconds = time.perf_counter() - started
