@@ -2,22 +2,29 @@
 baseline measured in the same run:
 
     PYTHONPATH=src python bench/bench_replication.py [--messages 10000] [--rounds 3]
-        [--rate 1000] [--seconds 5]
+        [--rate 1000] [--seconds 5] [--linger-ms 5] [--max-in-flight 5]
 
 1. Throughput: one confluent-kafka producer (100 B records, linger.ms=5) to a partition
    with replication factor 1 and acks=1 (the baseline, as Kafka's 2014 benchmark: "no
    replication"), then factor 3 with acks=1 ("3x asynchronous replication") and acks=all
    ("3x synchronous"); rounds alternate, medians are printed with their ratio to the
-   baseline (Kafka 2014: 0.96 and 0.51).
+   baseline (Kafka 2014: 0.96 and 0.51), and the records per Produce request the leader
+   received (librdkafka batches more while requests wait, and the broker's cost is mostly
+   per request) and the CPU seconds the three broker processes spent per million
+   records (what replication costs the brokers, less sensitive to the machine's load).
 2. Latency at a steady rate (``--rate`` records/s for ``--seconds``, ``--linger-ms`` 5 as
-   librdkafka's default): p50 and p99 of each record's produce latency (librdkafka's
-   ``Message.latency()``: from ``produce()`` to its acknowledgement) for the same three
-   setups.
-3. Replication lag during the steady factor-3 acks=1 run: a sampler reads the leader's
-   and both followers' ``kafka_log_log_logendoffset`` (GET /metrics, the three scraped
+   librdkafka's default, ``--max-in-flight`` 5 as Java's producer: a broker answers one
+   request per connection at a time, so with librdkafka's 1,000,000 a connection whose
+   requests each wait a replication round trip queues them instead of batching): p50 and
+   p99 of each record's produce latency (librdkafka's ``Message.latency()``: from
+   ``produce()`` to its acknowledgement) for the same three setups.
+3. Replication lag during the steady factor-3 runs: a sampler reads the leader's and
+   both followers' ``kafka_log_log_logendoffset`` (GET /metrics, the three scraped
    in parallel) and reports how many records each follower's log end is behind the
    leader's (p50, p99, max), and in milliseconds how long after the leader reached an
-   offset the follower had it (p50, p99; resolution: one sampling round, printed).
+   offset the follower had it (p50, p99; resolution: one sampling round, printed). The
+   sampler runs during every steady run, the baseline's too, so each pays the same
+   scraping cost.
 
 The leader of every partition is broker 1 (explicit assignments), so the followers are
 brokers 2 and 3.
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import contextlib
+import os
 import re
 import statistics
 import sys
@@ -67,10 +74,19 @@ def produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
 
 
 def steady(
-    bootstrap: str, topic: str, acks: str, rate: int, seconds: float, linger_ms: int
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    rate: int,
+    seconds: float,
+    linger_ms: int,
+    max_in_flight: int,
 ) -> list[float]:
     """Produce ``rate`` records/s for ``seconds``; every record's latency in ms."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms})
+    settings = {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms}
+    if max_in_flight:
+        settings["max.in.flight"] = max_in_flight
+    producer = Producer(settings)
     latencies: list[float] = []
     failures: list[object] = []
 
@@ -103,9 +119,32 @@ def percentile(values: list[float], fraction: float) -> float:
 _LEO = re.compile(r'^kafka_log_log_logendoffset\{([^}]*)\} ([0-9.e+]+)$', re.MULTILINE)
 
 
-def log_end(port: int, topic: str) -> int:
+def scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
-        text = answer.read().decode()
+        return answer.read().decode()
+
+
+def cpu_seconds(brokers: dict[int, BrokerProcess]) -> float:
+    """User + system CPU seconds the broker processes have used (/proc/<pid>/stat)."""
+    total = 0
+    for broker in brokers.values():
+        assert broker.proc is not None
+        fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def produce_requests(port: int) -> int:
+    """Produce requests the broker has answered (its request-time histogram's count)."""
+    key = 'kafka_network_requestmetrics_totaltimems_count{request="Produce"} '
+    for line in scrape(port).splitlines():
+        if line.startswith(key):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def log_end(port: int, topic: str) -> int:
+    text = scrape(port)
     for labels, value in _LEO.findall(text):
         if f'topic="{topic}"' in labels and 'partition="0"' in labels:
             return int(float(value))
@@ -171,6 +210,12 @@ def main() -> None:
     parser.add_argument(
         "--linger-ms", type=int, default=5, help="linger.ms of the steady runs (librdkafka's)"
     )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=5,
+        help="max.in.flight of the steady runs: 5 as Java's producer (0: librdkafka's 1000000)",
+    )
     parser.add_argument("--keep", help="put data and broker logs here (kept)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-repl-") as tmp:
@@ -184,6 +229,8 @@ def main() -> None:
                     "zookeeper.connect": f"127.0.0.1:{zk.port}",
                     "broker.id": str(broker_id),
                     "controlled.shutdown.retry.backoff.ms": "100",
+                    # The last broker's controlled shutdown asks a controller that is gone.
+                    "controller.socket.timeout.ms": "5000",
                     "metrics.port": str(metrics_ports[broker_id]),
                 }
                 brokers[broker_id] = BrokerProcess(
@@ -200,28 +247,50 @@ def main() -> None:
 
             # 1. Throughput. Alternate and take medians: the machine is shared.
             rates: dict[str, list[float]] = {topic: [] for topic, _r, _a in SETUPS}
+            requests = dict.fromkeys(rates, 0)
+            cpu = dict.fromkeys(rates, 0.0)
             for _ in range(args.rounds):
                 for topic, _replicas, acks in SETUPS:
+                    before, cpu_before = produce_requests(metrics_ports[1]), cpu_seconds(brokers)
                     rates[topic].append(produce(bootstrap, topic, args.messages, acks))
+                    cpu[topic] += cpu_seconds(brokers) - cpu_before
+                    requests[topic] += produce_requests(metrics_ports[1]) - before
             base = statistics.median(rates["rf1"])
-            print(f"throughput, {args.messages} records of 100 B, median of {args.rounds}:")
+            millions = args.messages * args.rounds / 1e6
+            print(
+                f"throughput, {args.messages} records of 100 B, median of {args.rounds}; "
+                "CPU of the three brokers per million records:"
+            )
             for topic, replicas, acks in SETUPS:
                 rate = statistics.median(rates[topic])
                 print(
                     f"  RF {len(replicas)} acks={acks:3}  {rate:10,.0f} rec/s"
                     f"  ratio {rate / base:.2f}"
+                    f"  {args.messages * args.rounds / max(requests[topic], 1):6.0f} rec/request"
+                    f"  CPU {cpu[topic] / millions:5.2f} s/M (x{cpu[topic] / cpu['rf1']:.2f})"
                     + ("  (baseline)" if topic == "rf1" else "")
                 )
 
-            # 2. Latency at a steady rate; 3. lag during the RF 3 acks=1 run.
-            print(f"steady {args.rate} rec/s for {args.seconds:g} s, produce latency (ms):")
+            # 2. Latency at a steady rate; 3. lag during the RF 3 runs.
+            print(
+                f"steady {args.rate} rec/s for {args.seconds:g} s, linger.ms={args.linger_ms}"
+                f", max.in.flight={args.max_in_flight or 'default'}; produce latency (ms):"
+            )
             latency: dict[str, list[float]] = {}
             follower_ports = [metrics_ports[2], metrics_ports[3]]
-            sampler = LagSampler(metrics_ports[1], follower_ports, "rf3-acks1")
+            samplers: dict[str, LagSampler] = {}
             for topic, replicas, acks in SETUPS:
-                with sampler if topic == "rf3-acks1" else contextlib.nullcontext():
+                # Every run is sampled (scrapes cost the brokers some CPU): same disturbance.
+                sampler = samplers[topic] = LagSampler(metrics_ports[1], follower_ports, topic)
+                with sampler:
                     latency[topic] = steady(
-                        bootstrap, topic, acks, args.rate, args.seconds, args.linger_ms
+                        bootstrap,
+                        topic,
+                        acks,
+                        args.rate,
+                        args.seconds,
+                        args.linger_ms,
+                        args.max_in_flight,
                     )
                 p50, p99 = percentile(latency[topic], 0.5), percentile(latency[topic], 0.99)
                 base50 = percentile(latency["rf1"], 0.5)
@@ -230,23 +299,30 @@ def main() -> None:
                     f"  RF {len(replicas)} acks={acks:3}  p50 {p50:7.2f}  p99 {p99:7.2f}"
                     f"  (x baseline: p50 {p50 / base50:.2f}, p99 {p99 / base99:.2f})"
                 )
-            behind = sampler.records_behind()
-            delays = sampler.ms_behind()
-            print(
-                f"replication lag, RF 3 acks=1 at {args.rate} rec/s "
-                f"({len(sampler.samples)} samples, one every {sampler.interval_ms():.1f} ms):"
-            )
-            print(
-                f"  follower LEO behind the leader: p50 {percentile(behind, 0.5):.0f}"
-                f"  p99 {percentile(behind, 0.99):.0f}  max {max(behind)} records"
-            )
-            print(
-                f"  time until a follower has the leader's LEO: p50 {percentile(delays, 0.5):.1f}"
-                f"  p99 {percentile(delays, 0.99):.1f} ms"
-            )
+            for topic, replicas, acks in SETUPS:
+                if len(replicas) < 3:
+                    continue
+                sampler = samplers[topic]
+                behind = sampler.records_behind()
+                delays = sampler.ms_behind()
+                print(
+                    f"replication lag, RF 3 acks={acks} at {args.rate} rec/s "
+                    f"({len(sampler.samples)} samples, one every {sampler.interval_ms():.1f} ms):"
+                )
+                print(
+                    f"  follower LEO behind the leader: p50 {percentile(behind, 0.5):.0f}"
+                    f"  p99 {percentile(behind, 0.99):.0f}  max {max(behind)} records"
+                )
+                print(
+                    "  time until a follower has the leader's LEO:"
+                    f" p50 {percentile(delays, 0.5):.1f}  p99 {percentile(delays, 0.99):.1f} ms"
+                )
         finally:
             for broker in brokers.values():
-                broker.stop(timeout=60)
+                try:
+                    broker.stop(timeout=60)
+                except RuntimeError:
+                    pass  # killed after the timeout: the figures are printed already
             zk.stop()
 
 
