@@ -18,13 +18,12 @@ baseline measured in the same run:
    requests each wait a replication round trip queues them instead of batching): p50 and
    p99 of each record's produce latency (librdkafka's ``Message.latency()``: from
    ``produce()`` to its acknowledgement) for the same three setups.
-3. Replication lag during the steady factor-3 runs: a sampler reads the leader's and
+3. Replication lag in steady factor-3 runs of their own: a sampler reads the leader's and
    both followers' ``kafka_log_log_logendoffset`` (GET /metrics, the three scraped
    in parallel) and reports how many records each follower's log end is behind the
    leader's (p50, p99, max), and in milliseconds how long after the leader reached an
-   offset the follower had it (p50, p99; resolution: one sampling round, printed). The
-   sampler runs during every steady run, the baseline's too, so each pays the same
-   scraping cost.
+   offset the follower had it (p50, p99; resolution: one sampling round, printed). Scrapes
+   cost the brokers' event loops CPU, so the latency runs of 2. are not sampled.
 
 The leader of every partition is broker 1 (explicit assignments), so the followers are
 brokers 2 and 3.
@@ -154,7 +153,10 @@ def log_end(port: int, topic: str) -> int:
 class LagSampler:
     """Samples (time, leader LEO, follower LEOs) until stopped, the brokers in parallel."""
 
-    def __init__(self, leader_port: int, follower_ports: list[int], topic: str) -> None:
+    def __init__(
+        self, leader_port: int, follower_ports: list[int], topic: str, pause_ms: float
+    ) -> None:
+        self.pause_s = pause_ms / 1000
         self.ports = [leader_port, *follower_ports]
         self.topic = topic
         self.samples: list[tuple[float, list[int]]] = []
@@ -176,7 +178,7 @@ class LagSampler:
             at = time.perf_counter()
             ends = list(self._pool.map(lambda p: log_end(p, self.topic), self.ports))
             self.samples.append((at, ends))
-            time.sleep(0.005)
+            time.sleep(self.pause_s)
 
     def records_behind(self) -> list[int]:
         return [ends[0] - f for _at, ends in self.samples for f in ends[1:] if ends[0] >= 0]
@@ -215,6 +217,12 @@ def main() -> None:
         type=int,
         default=5,
         help="max.in.flight of the steady runs: 5 as Java's producer (0: librdkafka's 1000000)",
+    )
+    parser.add_argument(
+        "--sample-pause-ms",
+        type=float,
+        default=20,
+        help="pause between two lag samples (each scrapes the three brokers)",
     )
     parser.add_argument("--keep", help="put data and broker logs here (kept)")
     args = parser.parse_args()
@@ -271,27 +279,25 @@ def main() -> None:
                     + ("  (baseline)" if topic == "rf1" else "")
                 )
 
-            # 2. Latency at a steady rate; 3. lag during the RF 3 runs.
+            # 2. Latency at a steady rate; 3. lag in steady RF 3 runs of their own.
             print(
                 f"steady {args.rate} rec/s for {args.seconds:g} s, linger.ms={args.linger_ms}"
                 f", max.in.flight={args.max_in_flight or 'default'}; produce latency (ms):"
             )
             latency: dict[str, list[float]] = {}
-            follower_ports = [metrics_ports[2], metrics_ports[3]]
-            samplers: dict[str, LagSampler] = {}
+            def run_steady(topic: str, acks: str) -> list[float]:
+                return steady(
+                    bootstrap,
+                    topic,
+                    acks,
+                    args.rate,
+                    args.seconds,
+                    args.linger_ms,
+                    args.max_in_flight,
+                )
+
             for topic, replicas, acks in SETUPS:
-                # Every run is sampled (scrapes cost the brokers some CPU): same disturbance.
-                sampler = samplers[topic] = LagSampler(metrics_ports[1], follower_ports, topic)
-                with sampler:
-                    latency[topic] = steady(
-                        bootstrap,
-                        topic,
-                        acks,
-                        args.rate,
-                        args.seconds,
-                        args.linger_ms,
-                        args.max_in_flight,
-                    )
+                latency[topic] = run_steady(topic, acks)
                 p50, p99 = percentile(latency[topic], 0.5), percentile(latency[topic], 0.99)
                 base50 = percentile(latency["rf1"], 0.5)
                 base99 = percentile(latency["rf1"], 0.99)
@@ -299,19 +305,29 @@ def main() -> None:
                     f"  RF {len(replicas)} acks={acks:3}  p50 {p50:7.2f}  p99 {p99:7.2f}"
                     f"  (x baseline: p50 {p50 / base50:.2f}, p99 {p99 / base99:.2f})"
                 )
+            # Lag in runs of their own: the scrapes cost the brokers' event loops CPU, which
+            # the latency figures above must not pay.
+            follower_ports = [metrics_ports[2], metrics_ports[3]]
             for topic, replicas, acks in SETUPS:
                 if len(replicas) < 3:
                     continue
-                sampler = samplers[topic]
+                with LagSampler(
+                    metrics_ports[1], follower_ports, topic, args.sample_pause_ms
+                ) as sampler:
+                    sampled = run_steady(topic, acks)
                 behind = sampler.records_behind()
                 delays = sampler.ms_behind()
                 print(
                     f"replication lag, RF 3 acks={acks} at {args.rate} rec/s "
-                    f"({len(sampler.samples)} samples, one every {sampler.interval_ms():.1f} ms):"
+                    f"({len(sampler.samples)} samples, one every {sampler.interval_ms():.1f} ms;"
+                    f" produce p50 {percentile(sampled, 0.5):.2f} ms while sampled):"
                 )
+                p50_records, p99_records = percentile(behind, 0.5), percentile(behind, 0.99)
                 print(
-                    f"  follower LEO behind the leader: p50 {percentile(behind, 0.5):.0f}"
-                    f"  p99 {percentile(behind, 0.99):.0f}  max {max(behind)} records"
+                    f"  follower LEO behind the leader: p50 {p50_records:.0f}"
+                    f"  p99 {p99_records:.0f}  max {max(behind)} records"
+                    f"  (at {args.rate} rec/s: p50 {p50_records / args.rate * 1000:.0f},"
+                    f" p99 {p99_records / args.rate * 1000:.0f} ms of production)"
                 )
                 print(
                     "  time until a follower has the leader's LEO:"
