@@ -12,12 +12,14 @@ baseline measured in the same run:
    received (librdkafka batches more while requests wait, and the broker's cost is mostly
    per request) and the CPU seconds the three broker processes spent per million
    records (what replication costs the brokers, less sensitive to the machine's load).
-2. Latency at a steady rate (``--rate`` records/s for ``--seconds``, ``--linger-ms`` 5 as
-   librdkafka's default, ``--max-in-flight`` 5 as Java's producer: a broker answers one
-   request per connection at a time, so with librdkafka's 1,000,000 a connection whose
-   requests each wait a replication round trip queues them instead of batching): p50 and
-   p99 of each record's produce latency (librdkafka's ``Message.latency()``: from
-   ``produce()`` to its acknowledgement) for the same three setups.
+2. Latency of ``--single`` records produced one at a time (each flushed before the next:
+   the replication round trip itself), then at a steady rate (``--rate`` records/s for
+   ``--seconds``, ``--linger-ms`` 5 as librdkafka's default, ``--max-in-flight`` 5 as
+   Java's producer: a broker answers one request per connection at a time, so with
+   librdkafka's 1,000,000 a connection whose requests each wait a replication round trip
+   queues them instead of batching): p50 and p99 of each record's produce latency
+   (librdkafka's ``Message.latency()``: from ``produce()`` to its acknowledgement) for the
+   same three setups.
 3. Replication lag in steady factor-3 runs of their own: a sampler reads the leader's and
    both followers' ``kafka_log_log_logendoffset`` (GET /metrics, the three scraped
    in parallel) and reports how many records each follower's log end is behind the
@@ -107,6 +109,20 @@ def steady(
         producer.poll(0)
     assert producer.flush(60) == 0
     assert not failures, failures[:3]
+    return latencies
+
+
+def one_at_a_time(bootstrap: str, topic: str, acks: str, count: int) -> list[float]:
+    """``count`` records, each produced and flushed before the next; latencies in ms."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    producer.produce(topic, PAYLOAD, partition=0)  # connections and metadata first
+    assert producer.flush(30) == 0
+    latencies = []
+    for _ in range(count):
+        started = time.perf_counter()
+        producer.produce(topic, PAYLOAD, partition=0)
+        assert producer.flush(30) == 0
+        latencies.append((time.perf_counter() - started) * 1000)
     return latencies
 
 
@@ -219,6 +235,9 @@ def main() -> None:
         help="max.in.flight of the steady runs: 5 as Java's producer (0: librdkafka's 1000000)",
     )
     parser.add_argument(
+        "--single", type=int, default=300, help="records produced one at a time per setup"
+    )
+    parser.add_argument(
         "--sample-pause-ms",
         type=float,
         default=20,
@@ -279,7 +298,18 @@ def main() -> None:
                     + ("  (baseline)" if topic == "rf1" else "")
                 )
 
-            # 2. Latency at a steady rate; 3. lag in steady RF 3 runs of their own.
+            # 2. Latency: one record at a time (the replication round trip itself), then at
+            # a steady rate; 3. lag in steady RF 3 runs of their own.
+            print(f"one record at a time ({args.single} each, linger.ms=0), latency (ms):")
+            single: dict[str, list[float]] = {}
+            for topic, replicas, acks in SETUPS:
+                single[topic] = one_at_a_time(bootstrap, topic, acks, args.single)
+                p50, p99 = percentile(single[topic], 0.5), percentile(single[topic], 0.99)
+                print(
+                    f"  RF {len(replicas)} acks={acks:3}  p50 {p50:7.2f}  p99 {p99:7.2f}"
+                    f"  (x baseline: p50 {p50 / percentile(single['rf1'], 0.5):.2f},"
+                    f" p99 {p99 / percentile(single['rf1'], 0.99):.2f})"
+                )
             print(
                 f"steady {args.rate} rec/s for {args.seconds:g} s, linger.ms={args.linger_ms}"
                 f", max.in.flight={args.max_in_flight or 'default'}; produce latency (ms):"
