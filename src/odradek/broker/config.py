@@ -431,6 +431,13 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("offsets.retention.check.interval.ms", "long", 600000, "How often offsets expire."),
     ConfigKey("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata."),
     ConfigKey(
+        "offsets.commit.timeout.ms",
+        "int",
+        5000,
+        "How long an offset commit waits for the offsets partition's ISR.",
+        _at_least(1),
+    ),
+    ConfigKey(
         "transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire after."
     ),
     ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after."),

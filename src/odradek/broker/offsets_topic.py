@@ -6,6 +6,16 @@ This module is the coordinator's only window on it — append records to one par
 read a partition back from its start — so the coordinator never touches storage itself
 and can be rebuilt on whichever broker leads a partition.
 
+Appends are acks=all, as Kafka's GroupMetadataManager writes them
+(``offsets.commit.required.acks=-1``): :meth:`OffsetsTopic.append` returns only once every
+ISR member has the records (the partition's high watermark passed them), so a commit or a
+group's metadata acknowledged to a client survives the coordinator's death. It fails with
+NOT_ENOUGH_REPLICAS when the ISR is below ``min.insync.replicas`` before the append,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it while waiting,
+NOT_LEADER_OR_FOLLOWER when this broker stopped leading the partition meanwhile and
+REQUEST_TIMED_OUT after ``offsets.commit.timeout.ms``; the coordinator maps these to the
+group errors clients act on (``group.coordinator._APPEND_ERROR_MAP``).
+
 The topic is created on first use, as Kafka does: with ``offsets.topic.num.partitions``
 partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` segments. In
 cluster mode it is created through ZooKeeper instead (:mod:`odradek.broker.internal_topics`)
@@ -25,10 +35,12 @@ from odradek.storage.errors import StorageError
 from odradek.storage.producer_state import ORIGIN_COORDINATOR
 
 if TYPE_CHECKING:
+    from odradek.broker.replica_manager import AppendResult
     from odradek.broker.server import KafkaServer
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _READ_CHUNK = 1 << 20
+REQUEST_TIMED_OUT = 7
 
 
 class OffsetsAppendError(Exception):
@@ -104,12 +116,7 @@ class OffsetsTopic:
         result = self._server.replica_manager.append(
             OFFSETS_TOPIC, partition, batch, required_acks=-1
         )
-        if result.error_code != 0:
-            raise OffsetsAppendError(
-                result.error_code,
-                result.error_message or f"append to {OFFSETS_TOPIC}-{partition} failed",
-            )
-        return result.base_offset + len(records) - 1
+        return await self._replicated(partition, result, len(records))
 
     async def append_transactional(
         self,
@@ -130,20 +137,49 @@ class OffsetsTopic:
         result = self._server.replica_manager.append(
             OFFSETS_TOPIC, partition, batch, required_acks=-1, origin=ORIGIN_COORDINATOR
         )
+        return await self._replicated(partition, result, len(records))
+
+    async def _replicated(self, partition: int, result: AppendResult, count: int) -> int:
+        """Kafka's DelayedProduce for the coordinator's own append: wait until the high
+        watermark passes the batch; return its last offset or raise with the error."""
         if result.error_code != 0:
             raise OffsetsAppendError(
                 result.error_code,
                 result.error_message or f"append to {OFFSETS_TOPIC}-{partition} failed",
             )
-        return result.base_offset + len(records) - 1
+        replica_manager = self._server.replica_manager
+        required = result.last_offset + 1
+
+        def status() -> int | None:
+            return replica_manager.produce_status(OFFSETS_TOPIC, partition, required)
+
+        if status() is None:
+            await self._server.wait_for_data(
+                [(OFFSETS_TOPIC, partition)],
+                self._server.config.get("offsets.commit.timeout.ms"),
+                lambda: status() is not None,
+                "Produce",
+            )
+        code = status()
+        if code is None:
+            raise OffsetsAppendError(
+                REQUEST_TIMED_OUT,
+                f"{OFFSETS_TOPIC}-{partition}: the ISR did not reach offset {required} within "
+                "offsets.commit.timeout.ms",
+            )
+        if code != 0:
+            raise OffsetsAppendError(
+                code, f"{OFFSETS_TOPIC}-{partition}: replication failed with error {code}"
+            )
+        return result.base_offset + count - 1
 
     def read(self, partition: int) -> Iterator[tuple[int, bytes, bytes | None]]:
         """Every (offset, key, value) from the log start to the log end.
 
-        To the log end, not the high watermark, as Kafka's GroupMetadataManager loads: a
-        new leader's high watermark lags until its followers fetch again, and the offset
-        commits acknowledged just before the move (acks=all) may lie above it. Stopping at
-        the high watermark would lose them from the new coordinator's memory.
+        To the log end, not the high watermark, as Kafka's GroupMetadataManager loads
+        (FetchLogEnd): a follower learns the high watermark one fetch late, so a leader
+        just elected may hold acknowledged commits above its high watermark, and they
+        must be served.
 
         Records of a transactional batch are held back until their transaction's marker:
         yielded then if it committed, dropped if it aborted. Those of transactions still

@@ -491,17 +491,26 @@ async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout() 
     assert state(h) is GroupState.PREPARING_REBALANCE
 
 
+@pytest.mark.parametrize(
+    ("append_error", "answer"),
+    [
+        (19, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS
+        (20, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        (7, ErrorCode.coordinator_not_available),  # REQUEST_TIMED_OUT (the ISR never had it)
+        (6, ErrorCode.not_coordinator),  # NOT_LEADER_OR_FOLLOWER
+    ],
+)
 @run
-async def test_storing_the_assignment_fails() -> None:
+async def test_storing_the_assignment_fails(append_error: int, answer: ErrorCode) -> None:
     h = await Harness().start()
     (a, b), _gen = await h.stable_group(G, 2)
     ta, tb = h.join(G, a), h.join(G, b)
     ra, rb = await wait(ta), await wait(tb)
     follower = h.sync(G, b, rb.generation_id)
-    h.log.fail_next.append(AppendFailed(19))  # NOT_ENOUGH_REPLICAS
+    h.log.fail_next.append(AppendFailed(append_error))
     leader = h.sync(G, a, ra.generation_id, {a: b"1", b: b"2"})
-    assert (await wait(leader)).error is ErrorCode.coordinator_not_available
-    assert (await wait(follower)).error is ErrorCode.coordinator_not_available
+    assert (await wait(leader)).error is answer
+    assert (await wait(follower)).error is answer
     assert state(h) is GroupState.PREPARING_REBALANCE
 
 

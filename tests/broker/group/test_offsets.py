@@ -156,6 +156,9 @@ async def test_append_failures_map_to_coordinator_errors_and_change_nothing() ->
     cases = [
         (AppendFailed(6), ErrorCode.not_coordinator),  # NOT_LEADER_OR_FOLLOWER
         (AppendFailed(19), ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS
+        (AppendFailed(20), ErrorCode.coordinator_not_available),  # ..._AFTER_APPEND
+        (AppendFailed(7), ErrorCode.coordinator_not_available),  # REQUEST_TIMED_OUT
+        (AppendFailed(56), ErrorCode.not_coordinator),  # KAFKA_STORAGE_ERROR
         (AppendFailed(10), ErrorCode.invalid_commit_offset_size),  # MESSAGE_TOO_LARGE
         (TimeoutError(), ErrorCode.coordinator_not_available),
         (RuntimeError("disk on fire"), ErrorCode.unknown_server_error),

@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.group.coordinator import OffsetCommitRequestData
 from odradek.broker.group.txn_offsets import TxnOffsetCommits
-from tests.broker.group.harness import FakeOffsetsLog, Harness, run
+from tests.broker.group.harness import AppendFailed, FakeOffsetsLog, Harness, run
 
 G = "txn-group"
 
@@ -96,3 +96,27 @@ async def test_unknown_group_and_restore() -> None:
     fresh.complete(partition, 5, commit=True)
     _, offsets = h.coordinator.fetch_offsets(group_id=G, partitions=[("t", 0)])
     assert offsets[("t", 0)].offset == 9
+
+
+@run
+async def test_replication_failures_map_as_kafka_and_leave_nothing_pending() -> None:
+    """TxnOffsetCommit's append is acks=all: what replication answers maps to the errors
+    the transactional producer acts on (it finds the coordinator again and retries)."""
+    log = TxnLog()
+    h = await Harness(log).start()
+    txn = TxnOffsetCommits(h.coordinator)
+    cases = [
+        (19, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS
+        (20, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        (7, ErrorCode.coordinator_not_available),  # REQUEST_TIMED_OUT
+        (6, ErrorCode.not_coordinator),  # NOT_LEADER_OR_FOLLOWER
+        (56, ErrorCode.not_coordinator),  # KAFKA_STORAGE_ERROR
+    ]
+    for append_error, expected in cases:
+        log.fail_next.append(AppendFailed(append_error))
+        results = await txn.commit(
+            group_id=G, producer_id=7, producer_epoch=0, generation_id=-1,
+            member_id="", group_instance_id=None, offsets={("t", 0): data(3)},
+        )  # fmt: skip
+        assert results == {("t", 0): expected}, append_error
+    assert txn.unstable_partitions(G, None) == set()
