@@ -56,8 +56,9 @@ def test_create_logs_makes_every_partition_with_one_fsync_and_no_descriptor(
     assert [(log.topic, log.partition) for log in logs] == [("t", i) for i in range(200)]
     for i in (0, 57, 199):
         directory = tmp_path / f"t-{i}"
-        # partition.metadata comes later, from the flush thread (as Kafka's scheduler).
-        assert os.listdir(directory) == ["00000000000000000000.log"]
+        # Only the directory: the empty .log is made on first use, partition.metadata
+        # by the flush thread (as Kafka's scheduler writes it).
+        assert os.listdir(directory) == []
         assert logs[i].topic_id == topic_id
         assert lm.get_log("t", i) is logs[i]
     fsyncs.count = 0
@@ -65,17 +66,45 @@ def test_create_logs_makes_every_partition_with_one_fsync_and_no_descriptor(
     assert fsyncs.count == 0  # written, not synced: the log's first flush does that
     for i in (0, 57, 199):
         directory = tmp_path / f"t-{i}"
-        assert sorted(os.listdir(directory)) == ["00000000000000000000.log", FILE_NAME]
+        assert os.listdir(directory) == [FILE_NAME]
         assert PartitionMetadataFile(directory).read() == topic_id
     # Asking again returns the same logs and writes nothing.
     fsyncs.count = 0
     assert lm.create_logs([("t", 3, None, topic_id)]) == [logs[3]]
     assert fsyncs.count == 0
-    # A log created closed opens its file on first use.
+    # A log created without its file makes it on first use.
     info = logs[5].append_as_leader(batch(b"first"))
     assert info.first_offset == 0
     assert logs[5].read(0, 1 << 20).read_bytes()
+    assert "00000000000000000000.log" in os.listdir(tmp_path / "t-5")
     lm.shutdown()
+
+
+def test_never_written_logs_restart_without_files_and_take_data_afterwards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = manager(tmp_path)
+    lm.create_logs([("t", i, None, None) for i in range(30)])
+    lm.shutdown()
+    for crash in (False, True):
+        again = manager(tmp_path)
+        assert again.had_clean_shutdown is not crash
+        assert not any(name.endswith(".log") for name in os.listdir(tmp_path / "t-4"))
+        log = again.get_log("t", 4)
+        assert log is not None and log.log_end_offset == 0
+        if crash:  # written after the unclean start, then crashed again: data survives
+            log.append_as_leader(batch(b"late"))
+            log.flush()
+            del again
+            reopened = manager(tmp_path).get_log("t", 4)
+            assert reopened is not None and reopened.log_end_offset == 1
+            assert b"late" in reopened.read(0, 1 << 20).read_bytes()
+        else:
+            fsyncs = FsyncCounter(monkeypatch)
+            again.shutdown()  # idle: no per-log fsync
+            assert fsyncs.count <= 8
+            (tmp_path / ".kafka_cleanshutdown").unlink()  # the next start is a crash's
+            monkeypatch.undo()
 
 
 def test_first_flush_syncs_the_new_directory_and_idle_new_logs_cost_no_fsync_at_shutdown(

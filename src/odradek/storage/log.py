@@ -299,7 +299,8 @@ class Log:
         """A new, empty log in ``directory``, which must not exist (FileExistsError).
 
         The cheap path for creating many partitions (LogManager.create_logs): nothing
-        is read, the first segment's ``.log`` is created and closed, nothing is fsynced.
+        is read and only the directory is made: the first segment's ``.log`` is created by
+        its first append or read (LogSegment), nothing is fsynced.
         The topic id is kept in memory: ``partition.metadata`` is written later by
         :meth:`write_pending_metadata` (LogManager.run_flush, on the flush thread), as
         Kafka writes it from its scheduler, or by the first flush or the close, whichever
@@ -392,8 +393,15 @@ class Log:
                 clean_shutdown = False
                 recovery_point = min(recovery_point, offset)
         if not self._segments:
+            # A new log never written (its .log is made on first use, see create_new), or
+            # one whose files were lost: an empty segment, again without a file yet, so a
+            # restart with 10,000 idle partitions creates no file.
             start = max(log_start_offset, 0)
-            self._add_segment(LogSegment.create(self.directory, start, self.config, now_ms=now_ms))
+            self._add_segment(
+                LogSegment.create(self.directory, start, self.config, now_ms=now_ms,
+                                  keep_open=False)
+            )  # fmt: skip
+            self._created_unsynced = True
             self._log_end_offset = start
             recover_from = start
         elif clean_shutdown and self._trust_recovery_point(recovery_point):
