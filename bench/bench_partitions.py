@@ -222,7 +222,7 @@ def compare(args: argparse.Namespace) -> None:
             stopped = ", ".join(f"{x:.2f}" for x in stops[name])
             print(f"{name}: clean restart with {listed:,} partitions, median of "
                   f"{args.restarts}: {ours:.2f} s (all: {every}); empty broker {base:.2f} s; "
-                  f"ratio {ours / base:.2f}; stops {stopped} s")  # fmt: skip
+                  f"ratio {ours / base:.2f}, +{ours - base:.2f} s; stops {stopped} s")  # fmt: skip
             per = (rss[name] - empty_rss[name]) * 1024 / listed
             print(f"{name}: RSS {rss[name] / 1024:.1f} MiB with {listed:,} idle partitions, "
                   f"empty {empty_rss[name] / 1024:.1f} MiB: {per / 1024:.2f} KiB each")  # fmt: skip

@@ -203,7 +203,7 @@ class Log:
         # Set by the replica manager when it tracks one: retention and DeleteRecords never
         # go beyond it (None: bounded by the log end offset only).
         self.high_watermark: int | None = None
-        epoch_path = self.directory / CHECKPOINT_FILE_NAME
+        epoch_path = f"{self.directory}{os.sep}{CHECKPOINT_FILE_NAME}"  # no Path parse
         try:
             load = not new and (listing is None or CHECKPOINT_FILE_NAME in listing)
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path, load=load)
@@ -211,7 +211,7 @@ class Log:
         except CorruptCheckpointError as exc:
             # Rebuilt from the batches' leader epochs by a full recovery (see _load).
             logger.warning("%s; rebuilding it from the log", exc)
-            epoch_path.unlink()
+            os.unlink(epoch_path)
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
             self._epoch_cache_lost = True
         self.producer_state = ProducerStateManager(
