@@ -18,11 +18,17 @@ the same run (this machine is shared and noisy: the ratios mean more than the nu
    directory (the process start itself); the stop is timed too.
 4. **RSS per idle partition**: the restarted broker's RSS minus the empty broker's,
    divided by the partitions.
+
+``--before-src DIR`` runs a second broker from another checkout's ``src`` (e.g. main's,
+before a change) beside this one, interleaved step by step: its create and this one's
+alternate with the raw baseline, and the restarts alternate (``--restarts`` each), so the
+two sets of figures share the machine's load. The load average is printed at each step.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import struct
@@ -127,13 +133,114 @@ def start_until_listed(broker: BrokerProcess, expected: int, timeout_s: float) -
         time.sleep(0.01)
 
 
+def load() -> str:
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+@contextlib.contextmanager
+def source(src: str | None):
+    """Brokers started inside run from ``src`` (PYTHONPATH), or from this checkout."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src or str(REPO / "src")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This checkout against ``--before-src``, interleaved step by step."""
+    names = {"before": args.before_src, "after": None}
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as tmp:
+        root = Path(tmp)
+        print(load())
+        empty_start: dict[str, list[float]] = {"before": [], "after": []}
+        empty_rss: dict[str, int] = {}
+        for _ in range(args.restarts):
+            for name, src in names.items():
+                empty = BrokerProcess(root / f"empty-{name}")
+                with source(src):
+                    empty_start[name].append(start_until_listed(empty, 0, 60))
+                time.sleep(0.5)
+                empty_rss[name] = rss_kib(empty.proc.pid)  # type: ignore[union-attr]
+                empty.stop()
+        brokers, clients = {}, {}
+        for name, src in names.items():
+            with source(src):
+                brokers[name] = BrokerProcess(root / f"data-{name}").start()
+            clients[name] = RawClient(brokers[name].port)
+            clients[name].sock.settimeout(600)
+            metadata_once(clients[name], [])
+        created: dict[str, list[float]] = {"before": [], "after": []}
+        raw: list[float] = []
+        index = 0
+        while index * args.create < args.partitions:
+            order = list(names) if index % 2 == 0 else list(reversed(names))
+            for name in order:
+                created[name].append(create(clients[name], f"bench-{index}", args.create))
+            raw.append(raw_layout(root / f"raw-{index}", args.create))
+            index += 1
+            print(f"  create {index}: before {created['before'][-1]:.3f} s, after "
+                  f"{created['after'][-1]:.3f} s, raw {raw[-1]:.3f} s; {load()}")  # fmt: skip
+        floor = statistics.median(raw)
+        for name in names:
+            ours = statistics.median(created[name])
+            print(f"{name}: create {args.create:,} partitions, median of {index}: {ours:.3f} s "
+                  f"(best {min(created[name]):.3f} s); raw {floor:.3f} s; ratio "
+                  f"{ours / floor:.2f}")  # fmt: skip
+        listed = 0
+        for name in names:
+            first, listed = metadata_once(clients[name], None)
+            kept = metadata_median(clients[name], None, args.requests)
+            print(f"{name}: Metadata for {listed:,} partitions: first {first * 1000:.1f} ms, "
+                  f"kept median {kept * 1000:.2f} ms")  # fmt: skip
+        restarts: dict[str, list[float]] = {"before": [], "after": []}
+        stops: dict[str, list[float]] = {"before": [], "after": []}
+        rss: dict[str, int] = {}
+        for name in names:
+            start = time.perf_counter()
+            brokers[name].stop(timeout=600)
+            stops[name].append(time.perf_counter() - start)
+        for round_ in range(args.restarts):
+            order = list(names) if round_ % 2 == 0 else list(reversed(names))
+            for name in order:
+                with source(names[name]):
+                    restarts[name].append(start_until_listed(brokers[name], listed, 600))
+                time.sleep(0.5)
+                rss[name] = rss_kib(brokers[name].proc.pid)  # type: ignore[union-attr]
+                start = time.perf_counter()
+                brokers[name].stop(timeout=600)
+                stops[name].append(time.perf_counter() - start)
+            print(f"  restart {round_ + 1}: before {restarts['before'][-1]:.2f} s, after "
+                  f"{restarts['after'][-1]:.2f} s; {load()}")  # fmt: skip
+        for name in names:
+            ours, base = statistics.median(restarts[name]), statistics.median(empty_start[name])
+            every = ", ".join(f"{x:.2f}" for x in restarts[name])
+            stopped = ", ".join(f"{x:.2f}" for x in stops[name])
+            print(f"{name}: clean restart with {listed:,} partitions, median of "
+                  f"{args.restarts}: {ours:.2f} s (all: {every}); empty broker {base:.2f} s; "
+                  f"ratio {ours / base:.2f}, +{ours - base:.2f} s; stops {stopped} s")  # fmt: skip
+            per = (rss[name] - empty_rss[name]) * 1024 / listed
+            print(f"{name}: RSS {rss[name] / 1024:.1f} MiB with {listed:,} idle partitions, "
+                  f"empty {empty_rss[name] / 1024:.1f} MiB: {per / 1024:.2f} KiB each")  # fmt: skip
+        print(load())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--create", type=int, default=1000, help="partitions of the timed create")
     parser.add_argument("--partitions", type=int, default=10_000,
                         help="partitions for the Metadata, restart and RSS figures")  # fmt: skip
     parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--before-src", help="also run a broker from this src dir, interleaved")
+    parser.add_argument("--restarts", type=int, default=3, help="restarts each (--before-src)")
     args = parser.parse_args()
+    if args.before_src:
+        compare(args)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-partitions-") as tmp:
         root = Path(tmp)
         # The empty broker: process start and RSS baseline.

@@ -12,9 +12,14 @@ def _keep_hypothesis_out_of_the_working_directory() -> None:
     hypothesis caches a Unicode table under ``./.hypothesis`` of whatever directory the
     process started in: every broker or CLI started somewhere new spent ~4 s of CPU
     rebuilding it and left a ``.hypothesis/`` folder behind. Point that cache at one
-    per-user directory instead. A test run that imported hypothesis itself keeps its own
-    settings."""
-    if "hypothesis" in sys.modules or "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ:
+    per-user directory instead, and skip hypothesis's plugins. A test run that imported
+    hypothesis itself keeps its own settings."""
+    if "hypothesis" in sys.modules:
+        return
+    # Nor run the "hypothesis" entry points of every installed package on import: trio's
+    # (installed with selenium) imports trio and pytest, 0.3-1.7 s of every broker start.
+    os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+    if "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ:
         return
     cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(Path(cache_home) / "odradek" / "hypothesis")

@@ -114,3 +114,46 @@ def test_a_corrupt_checkpoint_starts_from_zero(
     partition = replicas.become_follower("t", 0, CONFIG, leader=2, leader_epoch=1, replicas=[1, 2])
     assert partition.high_watermark == 0
     close(logs, replicas)
+
+
+def test_concurrent_checkpoints_do_not_race_on_the_temporary_file(tmp_path: Path) -> None:
+    # The periodic job may still be writing when the shutdown writes its own: both use
+    # one temporary name, so unserialised one renamed the other's away (FileNotFoundError,
+    # which took the log directory offline and made the clean stop an unclean one).
+    import threading
+
+    logs, replicas = open_replicas(tmp_path)
+    for i in range(50):
+        replicas.become_leader("t", i, CONFIG, leader_epoch=0)
+    errors: list[BaseException] = []
+
+    def write_many() -> None:
+        try:
+            for _ in range(100):
+                replicas._hw_checkpoint.write({("t", i): i for i in range(50)})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write_many) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert replicas._hw_checkpoint.read()[("t", 7)] == 7
+    close(logs, replicas)
+
+
+def test_removing_a_partition_gives_frozen_objects_back_to_the_collector(tmp_path: Path) -> None:
+    import gc
+
+    logs, replicas = open_replicas(tmp_path)
+    replicas.become_leader("t", 0, CONFIG, leader_epoch=0)
+    gc.freeze()  # what a broker hosting 1,000+ partitions does after start-up
+    try:
+        assert gc.get_freeze_count() > 0
+        replicas.remove_partition("t", 0, delete=True)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+    close(logs, replicas)

@@ -56,18 +56,55 @@ def test_create_logs_makes_every_partition_with_one_fsync_and_no_descriptor(
     assert [(log.topic, log.partition) for log in logs] == [("t", i) for i in range(200)]
     for i in (0, 57, 199):
         directory = tmp_path / f"t-{i}"
-        assert sorted(os.listdir(directory)) == ["00000000000000000000.log", FILE_NAME]
-        assert PartitionMetadataFile(directory).read() == topic_id
+        # Only the directory: the empty .log is made on first use, partition.metadata
+        # by the flush thread (as Kafka's scheduler writes it).
+        assert os.listdir(directory) == []
+        assert logs[i].topic_id == topic_id
         assert lm.get_log("t", i) is logs[i]
+    fsyncs.count = 0
+    lm.run_flush()
+    assert fsyncs.count == 0  # written, not synced: the log's first flush does that
+    for i in (0, 57, 199):
+        directory = tmp_path / f"t-{i}"
+        assert os.listdir(directory) == [FILE_NAME]
+        assert PartitionMetadataFile(directory).read() == topic_id
     # Asking again returns the same logs and writes nothing.
     fsyncs.count = 0
     assert lm.create_logs([("t", 3, None, topic_id)]) == [logs[3]]
     assert fsyncs.count == 0
-    # A log created closed opens its file on first use.
+    # A log created without its file makes it on first use.
     info = logs[5].append_as_leader(batch(b"first"))
     assert info.first_offset == 0
     assert logs[5].read(0, 1 << 20).read_bytes()
+    assert "00000000000000000000.log" in os.listdir(tmp_path / "t-5")
     lm.shutdown()
+
+
+def test_never_written_logs_restart_without_files_and_take_data_afterwards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = manager(tmp_path)
+    lm.create_logs([("t", i, None, None) for i in range(30)])
+    lm.shutdown()
+    for crash in (False, True):
+        again = manager(tmp_path)
+        assert again.had_clean_shutdown is not crash
+        assert not any(name.endswith(".log") for name in os.listdir(tmp_path / "t-4"))
+        log = again.get_log("t", 4)
+        assert log is not None and log.log_end_offset == 0
+        if crash:  # written after the unclean start, then crashed again: data survives
+            log.append_as_leader(batch(b"late"))
+            log.flush()
+            del again
+            reopened = manager(tmp_path).get_log("t", 4)
+            assert reopened is not None and reopened.log_end_offset == 1
+            assert b"late" in reopened.read(0, 1 << 20).read_bytes()
+        else:
+            fsyncs = FsyncCounter(monkeypatch)
+            again.shutdown()  # idle: no per-log fsync
+            assert fsyncs.count <= 8
+            (tmp_path / ".kafka_cleanshutdown").unlink()  # the next start is a crash's
+            monkeypatch.undo()
 
 
 def test_first_flush_syncs_the_new_directory_and_idle_new_logs_cost_no_fsync_at_shutdown(
@@ -112,12 +149,57 @@ def test_clean_restart_reopens_every_log_with_its_topic_id_and_data(tmp_path: Pa
     again.shutdown()
 
 
+def test_a_pending_partition_metadata_is_written_by_the_close(tmp_path: Path) -> None:
+    lm = manager(tmp_path)
+    topic_id = uuid.uuid4()
+    lm.create_logs([("t", i, None, topic_id) for i in range(3)])
+    lm.delete_log("t", 2)  # deleted first: nothing written for it
+    lm.shutdown()  # before any flush job ran
+    for i in (0, 1):
+        assert PartitionMetadataFile(tmp_path / f"t-{i}").read() == topic_id
+    (deleted,) = [p for p in tmp_path.iterdir() if p.name.startswith("t-2.")] or [None]
+    assert deleted is None or FILE_NAME not in os.listdir(deleted)
+
+
+def test_a_clean_restart_takes_topic_ids_from_the_marker_an_unclean_one_reads_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = manager(tmp_path)
+    topic_id = uuid.uuid4()
+    lm.create_logs([("t", i, None, topic_id) for i in range(20)])
+    lm.create_logs([("untagged", 0, None, None)])
+    lm.shutdown()
+    reads = []
+    real_read = PartitionMetadataFile.read
+
+    def counting(self: PartitionMetadataFile) -> uuid.UUID | None:
+        reads.append(self.path)
+        return real_read(self)
+
+    monkeypatch.setattr(PartitionMetadataFile, "read", counting)
+    again = manager(tmp_path)
+    assert again.had_clean_shutdown
+    assert all(again.get_log("t", i).topic_id == topic_id for i in range(20))  # type: ignore[union-attr]
+    assert reads == []
+    assert again.get_log("untagged", 0).topic_id is None  # type: ignore[union-attr]
+    assert len(reads) == 1  # no id recorded: the file is consulted
+    # A crash: no marker, so every log reads its file again.
+    del again
+    reads.clear()
+    third = manager(tmp_path)
+    assert not third.had_clean_shutdown
+    assert third.get_log("t", 3).topic_id == topic_id  # type: ignore[union-attr]
+    assert len(reads) == 1
+    third.shutdown()
+
+
 def test_an_emptied_partition_metadata_reads_as_no_id_and_is_written_again(tmp_path: Path) -> None:
     # What a power cut can leave of a file written without fsync.
     lm = manager(tmp_path)
     (log,) = lm.create_logs([("t", 0, None, uuid.uuid4())])
     lm.shutdown()
     (tmp_path / "t-0" / FILE_NAME).write_bytes(b"")
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # or the marker's recorded id is taken
     again = manager(tmp_path)
     log = again.get_log("t", 0)
     assert log is not None and log.topic_id is None

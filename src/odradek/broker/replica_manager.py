@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import time
 import uuid
@@ -296,8 +297,12 @@ class ReplicaManager:
         if existing is not None:
             existing.leader_epoch = leader_epoch
             return existing
-        log_ = self.log_manager.get_or_create_log(topic, index, config)
-        log_.update_config(config)
+        # Usually the log exists (loaded at startup, or created in a batch just before).
+        log_ = self.log_manager.get_log(topic, index)
+        if log_ is None:
+            log_ = self.log_manager.get_or_create_log(topic, index, config)
+        if log_.config is not config:  # identity: comparing every field costs more
+            log_.update_config(config)
         if topic_id is not None:
             try:
                 log_.assign_topic_id(topic_id)
@@ -357,6 +362,10 @@ class ReplicaManager:
 
     def remove_partition(self, topic: str, index: int, *, delete: bool) -> None:
         partition = self._partitions.pop((topic, index), None)
+        if partition is not None and gc.get_freeze_count():
+            # Loaded at start-up, its objects may be frozen (KafkaServer.start): give them
+            # back to the collector, or any reference cycle among them would never go.
+            gc.unfreeze()
         if self.cleaner is not None:
             self.cleaner.abort_and_pause(topic, index)
         try:

@@ -15,7 +15,9 @@ whitespace is unambiguous.
 The clean-shutdown marker ``.kafka_cleanshutdown`` records, per partition, the base
 offset and size of every segment file (``orders 0 0:1048576 3311:20517``) in the same
 version/count framing (:func:`encode_segment_sizes`); an empty marker (older odradek)
-records none.
+records none. Since 2026-11-26 a partition's line may carry its topic id (32 hex digits,
+the only field without a colon) before the segments, so a clean restart need not read
+10,000 ``partition.metadata`` files again (``orders 0 3f5c...e1 0:1048576``).
 
 Writes are atomic: the new content goes to ``<name>.tmp``, is fsynced, renamed over the
 old file and the directory is fsynced, so after a crash the file holds either the old or
@@ -26,6 +28,8 @@ and overwritten by the next write.
 from __future__ import annotations
 
 import os
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -75,6 +79,10 @@ class OffsetCheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # Writers share one temporary file name: a periodic checkpoint still running on
+        # a thread when the shutdown writes its own would rename the other's file away
+        # (and the failed rename takes the log directory offline: an unclean stop).
+        self._write_lock = threading.Lock()
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
@@ -82,7 +90,8 @@ class OffsetCheckpointFile:
             if not topic or any(c.isspace() for c in topic):
                 raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint")
             lines.append(f"{topic} {partition} {offset}")
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode("ascii"))
+        with self._write_lock:
+            atomic_write(self.path, ("\n".join(lines) + "\n").encode("ascii"))
 
     def read(self) -> dict[TopicPartition, int]:
         """The entries; an absent file is empty; a malformed one raises CorruptCheckpointError."""
@@ -124,20 +133,30 @@ class OffsetCheckpointFile:
 SegmentSizes = dict[TopicPartition, list[tuple[int, int]]]
 
 
-def encode_segment_sizes(sizes: Mapping[TopicPartition, Sequence[tuple[int, int]]]) -> bytes:
-    """The clean-shutdown marker's content: ``<topic> <partition> <base>:<size> ...``."""
+def encode_segment_sizes(
+    sizes: Mapping[TopicPartition, Sequence[tuple[int, int]]],
+    topic_ids: Mapping[TopicPartition, uuid.UUID] | None = None,
+) -> bytes:
+    """The clean-shutdown marker's content: ``<topic> <partition> [<topic id>]
+    <base>:<size> ...``."""
     lines = [str(CHECKPOINT_VERSION), str(len(sizes))]
+    ids = topic_ids or {}
     for (topic, partition), segments in sorted(sizes.items()):
         if not topic or any(c.isspace() for c in topic):
             raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint")
         fields = " ".join(f"{base}:{size}" for base, size in segments)
+        topic_id = ids.get((topic, partition))
+        if topic_id is not None:
+            fields = f"{topic_id.hex} {fields}"
         lines.append(f"{topic} {partition} {fields}".rstrip())
     return ("\n".join(lines) + "\n").encode("ascii")
 
 
-def decode_segment_sizes(data: bytes, path: Path) -> SegmentSizes | None:
+def decode_segment_sizes(
+    data: bytes, path: Path, topic_ids: dict[TopicPartition, uuid.UUID] | None = None
+) -> SegmentSizes | None:
     """Parse :func:`encode_segment_sizes` output; None for an empty (older) marker,
-    CorruptCheckpointError for anything malformed."""
+    CorruptCheckpointError for anything malformed. Topic ids found go to ``topic_ids``."""
     if not data.strip():
         return None
     try:
@@ -150,7 +169,12 @@ def decode_segment_sizes(data: bytes, path: Path) -> SegmentSizes | None:
         sizes: SegmentSizes = {}
         for line in body:
             topic, partition, *segments = line.split()
-            sizes[(topic, int(partition))] = [
+            tp = (topic, int(partition))
+            if segments and ":" not in segments[0]:
+                topic_id = uuid.UUID(hex=segments.pop(0))
+                if topic_ids is not None:
+                    topic_ids[tp] = topic_id
+            sizes[tp] = [
                 (int(base), int(size))
                 for base, size in (segment.split(":") for segment in segments)
             ]

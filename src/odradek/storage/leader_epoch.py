@@ -87,8 +87,10 @@ class LeaderEpochFileCache:
     ``end_offset_for`` from other threads.
     """
 
-    def __init__(self, path: Path, *, load: bool = True) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
+    def __init__(self, path: Path | str, *, load: bool = True) -> None:
+        # A Path only when first needed: a broker opening 10,000 logs makes one cache each.
+        self._path = path if isinstance(path, Path) else None
+        self._path_str = str(path)
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
         if load and self.path.exists():  # load=False: a new partition, nothing to read
@@ -97,6 +99,12 @@ class LeaderEpochFileCache:
             # hand-edited or foreign file cannot leave the cache out of order.
             for epoch, start_offset in parse_epoch_checkpoint(text, str(self.path)):
                 self._assign_in_memory(epoch, start_offset)
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._path_str)
+        return self._path
 
     # -- queries ---------------------------------------------------------------------
 

@@ -203,7 +203,7 @@ class Log:
         # Set by the replica manager when it tracks one: retention and DeleteRecords never
         # go beyond it (None: bounded by the log end offset only).
         self.high_watermark: int | None = None
-        epoch_path = self.directory / CHECKPOINT_FILE_NAME
+        epoch_path = f"{self.directory}{os.sep}{CHECKPOINT_FILE_NAME}"  # no Path parse
         try:
             load = not new and (listing is None or CHECKPOINT_FILE_NAME in listing)
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path, load=load)
@@ -211,7 +211,7 @@ class Log:
         except CorruptCheckpointError as exc:
             # Rebuilt from the batches' leader epochs by a full recovery (see _load).
             logger.warning("%s; rebuilding it from the log", exc)
-            epoch_path.unlink()
+            os.unlink(epoch_path)
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
             self._epoch_cache_lost = True
         self.producer_state = ProducerStateManager(
@@ -224,6 +224,10 @@ class Log:
         self._dir_dirty = False
         # partition.metadata written without fsync (create_new): synced by the first flush.
         self._metadata_unsynced = False
+        # A new log's topic id not in partition.metadata yet (create_new): written by
+        # write_pending_metadata (the flush job), the first flush or close, as Kafka
+        # leaves the file to its scheduler thread.
+        self._metadata_pending = False
         # Made by create_new and still empty: flushing has nothing to keep, so the
         # directory's fsyncs wait for the first data (a clean shutdown of 10,000 idle
         # new partitions would otherwise cost 20,000 fsyncs).
@@ -251,8 +255,12 @@ class Log:
         segment_sizes: Sequence[tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.time,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        topic_id: uuid.UUID | None = None,
     ) -> Log:
         """Open (or create) the log in ``directory``.
+
+        ``topic_id``: the id in ``partition.metadata`` as recorded by the clean shutdown
+        (LogManager); given, the file is not read again.
 
         After a clean shutdown nothing is read from the segments: the recovery point
         checkpointed at shutdown is the log end offset, provided every segment file
@@ -277,6 +285,8 @@ class Log:
         )  # fmt: skip
         with log._lock:
             log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
+            if topic_id is not None:
+                log._topic_id = topic_id
         return log
 
     @classmethod
@@ -292,12 +302,15 @@ class Log:
         """A new, empty log in ``directory``, which must not exist (FileExistsError).
 
         The cheap path for creating many partitions (LogManager.create_logs): nothing
-        is read, the first segment's ``.log`` and ``partition.metadata`` are created
-        and closed, nothing is fsynced. The caller fsyncs the parent directory (the new
-        directory's entry); the log's first flush fsyncs the directory itself and
-        ``partition.metadata`` (``_dir_dirty``), as Kafka leaves a new log's files to its
-        first flush. After a crash before that, a missing or empty file is recreated when
-        the broker hosts the partition again.
+        is read and only the directory is made: the first segment's ``.log`` is created by
+        its first append or read (LogSegment), nothing is fsynced.
+        The topic id is kept in memory: ``partition.metadata`` is written later by
+        :meth:`write_pending_metadata` (LogManager.run_flush, on the flush thread), as
+        Kafka writes it from its scheduler, or by the first flush or the close, whichever
+        comes first. The caller fsyncs the parent directory (the new directory's entry);
+        the log's first flush fsyncs the directory itself and ``partition.metadata``, as
+        Kafka leaves a new log's files to its first flush. After a crash before that, a
+        missing or empty file is recreated when the broker hosts the partition again.
         """
         directory = directory if isinstance(directory, Path) else Path(directory)
         os.mkdir(directory)
@@ -311,11 +324,41 @@ class Log:
             LogSegment.create(directory, 0, config, now_ms=now_ms, keep_open=False)
         )
         if topic_id is not None:
-            log._partition_metadata.write_new(topic_id)
             log._topic_id = topic_id
-            log._metadata_unsynced = True
+            log._metadata_pending = True
         log._created_unsynced = True
         return log
+
+    @property
+    def metadata_pending(self) -> bool:
+        """True while the topic id of a new log is not in ``partition.metadata`` yet."""
+        return self._metadata_pending
+
+    def drop_pending_metadata(self) -> None:
+        """The log is about to be deleted: its close need not write partition.metadata."""
+        with self._lock:
+            self._metadata_pending = False
+
+    def write_pending_metadata(self) -> None:
+        """Write the ``partition.metadata`` that create_new left for later (no fsync: the
+        first flush does it). A no-op once written, or for a closed or deleted log."""
+        with self._lock:
+            if not self._metadata_pending or self._closed or self._topic_id is None:
+                return
+            self._write_pending_metadata_locked()
+
+    def _write_pending_metadata_locked(self) -> None:
+        topic_id = self._topic_id
+        assert topic_id is not None
+        try:
+            self._partition_metadata.write_new(topic_id)
+        except FileExistsError:
+            # Left by an earlier life of the directory (an interrupted create): replace it.
+            self._partition_metadata.write(topic_id)
+        except FileNotFoundError:
+            return  # the directory was deleted meanwhile
+        self._metadata_pending = False
+        self._metadata_unsynced = True
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -353,8 +396,15 @@ class Log:
                 clean_shutdown = False
                 recovery_point = min(recovery_point, offset)
         if not self._segments:
+            # A new log never written (its .log is made on first use, see create_new), or
+            # one whose files were lost: an empty segment, again without a file yet, so a
+            # restart with 10,000 idle partitions creates no file.
             start = max(log_start_offset, 0)
-            self._add_segment(LogSegment.create(self.directory, start, self.config, now_ms=now_ms))
+            self._add_segment(
+                LogSegment.create(self.directory, start, self.config, now_ms=now_ms,
+                                  keep_open=False)
+            )  # fmt: skip
+            self._created_unsynced = True
             self._log_end_offset = start
             recover_from = start
         elif clean_shutdown and self._trust_recovery_point(recovery_point):
@@ -1118,6 +1168,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            if self._metadata_pending:
+                self._write_pending_metadata_locked()
             if self._created_unsynced:
                 if self._log_end_offset == 0 and self.log_start_offset == 0:
                     self._last_flush_ms = self._now_ms()
@@ -1359,6 +1411,11 @@ class Log:
     # -- topic id ----------------------------------------------------------------------
 
     @property
+    def known_topic_id(self) -> uuid.UUID | None:
+        """The topic id if already known, without reading ``partition.metadata``."""
+        return self._topic_id
+
+    @property
     def topic_id(self) -> uuid.UUID | None:
         """The topic id from ``partition.metadata``, None if never assigned."""
         with self._lock:
@@ -1402,6 +1459,12 @@ class Log:
                     )
             except OSError as exc:
                 logger.warning("%s: producer snapshot at close failed: %s", self.directory, exc)
+            if self._metadata_pending:
+                try:
+                    self._write_pending_metadata_locked()
+                except OSError as exc:  # written again when the partition is hosted
+                    logger.warning("%s: writing partition.metadata failed: %s",
+                                   self.directory, exc)  # fmt: skip
             for segment in self._segments:
                 segment.close()
             self._remove_due_deletes(0, force=True)
@@ -1410,6 +1473,7 @@ class Log:
     def delete(self) -> None:
         """Close the log and remove its whole directory."""
         with self._lock:
+            self._metadata_pending = False  # nothing to write into a directory that goes
             self.close()
             shutil.rmtree(self.directory, ignore_errors=True)
 

@@ -111,6 +111,8 @@ class LogManager:
         self._recovery_points = OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self._log_start_offsets = OffsetCheckpointFile(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._pending_dir_deletes: list[tuple[int, Path]] = []  # (due ms, renamed dir)
+        # New logs whose partition.metadata is still to be written (run_flush does it).
+        self._metadata_pending: list[Log] = []
         self.had_clean_shutdown = False
         # Above this many logs, run_flush closes the descriptors of idle ones (None:
         # never); the broker sets it from its open-file limit.
@@ -138,6 +140,8 @@ class LogManager:
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         segment_sizes: SegmentSizes | None = None
+        # Topic ids recorded at the clean shutdown: no partition.metadata read per log.
+        topic_ids: dict[TopicPartition, uuid.UUID] = {}
         try:
             recovery_points = self._recovery_points.read()
             log_start_offsets = self._log_start_offsets.read()
@@ -147,7 +151,7 @@ class LogManager:
             recovery_points, log_start_offsets, clean = {}, {}, False
         if clean:
             try:
-                segment_sizes = decode_segment_sizes(marker.read_bytes(), marker)
+                segment_sizes = decode_segment_sizes(marker.read_bytes(), marker, topic_ids)
             except CorruptCheckpointError as exc:
                 logger.warning("%s; recovering every log from its recovery point", exc)
                 clean = False
@@ -197,6 +201,7 @@ class LogManager:
                     log_start_offset=log_start_offsets.get(tp, 0),
                     clean_shutdown=clean and tp in recovery_points,
                     segment_sizes=None if segment_sizes is None else segment_sizes.get(tp),
+                    topic_id=topic_ids.get(tp) if clean else None,
                     clock=self._clock,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                 )
@@ -247,8 +252,13 @@ class LogManager:
         if self.dir_failure.offline:
             return  # what reached the disk is unknown: the next start recovers every log
         sizes = {(log.topic, log.partition): log.segment_sizes() for log in logs}
+        ids = {
+            (log.topic, log.partition): log.known_topic_id
+            for log in logs
+            if log.known_topic_id is not None
+        }
         try:
-            atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, encode_segment_sizes(sizes))
+            atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, encode_segment_sizes(sizes, ids))
         except OSError as exc:
             self.dir_failure.mark_offline(exc)
 
@@ -267,11 +277,13 @@ class LogManager:
         """The logs of ``(topic, partition, config, topic id)``, created empty where absent.
 
         For many partitions at once (a new topic, a LeaderAndIsr): each new log costs a
-        directory, an empty ``.log`` and ``partition.metadata`` (Log.create_new), and the
-        whole batch one fsync of the data directory, which makes the new directories
-        durable. The work runs outside the manager's lock, so a caller on another thread
-        does not hold up appends and reads of other partitions. Existing logs get the
-        given config; the topic id is left to the caller (``Log.assign_topic_id``)."""
+        directory and an empty ``.log`` (Log.create_new), and the whole batch one fsync
+        of the data directory, which makes the new directories durable. The
+        ``partition.metadata`` files follow on the flush thread (run_flush), as Kafka
+        writes them from its scheduler. The work runs outside the manager's lock, so a
+        caller on another thread does not hold up appends and reads of other partitions.
+        Existing logs get the given config; the topic id is left to the caller
+        (``Log.assign_topic_id``)."""
         for topic, partition, _, _ in specs:
             validate_topic_name(topic)
             if partition < 0:
@@ -281,7 +293,9 @@ class LogManager:
             for topic, partition, config, _ in specs:
                 log = self._logs.get((topic, partition))
                 if log is not None:
-                    if config is not None and config != log.config:
+                    # Identity, not equality: comparing every field costs more than
+                    # setting the config again.
+                    if config is not None and config is not log.config:
                         log.update_config(config)
                     found[(topic, partition)] = log
         missing = [spec for spec in specs if (spec[0], spec[1]) not in found]
@@ -320,7 +334,18 @@ class LogManager:
                 )
             created[(topic, partition)] = log
         fsync_dir(self.data_dir)
+        pending = [log for log in created.values() if log.metadata_pending]
+        if pending:
+            with self._lock:
+                self._metadata_pending.extend(pending)
         return created
+
+    def write_pending_metadata(self) -> None:
+        """Write the partition.metadata files new logs left for later (Log.create_new)."""
+        with self._lock:
+            pending, self._metadata_pending = self._metadata_pending, []
+        for log in pending:
+            log.write_pending_metadata()
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Forget the partition and remove its directory (after file.delete.delay.ms).
@@ -332,6 +357,7 @@ class LogManager:
             log = self._logs.pop((topic, partition), None)
         if log is None:
             return
+        log.drop_pending_metadata()
         log.close()
         target = self.data_dir / f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
@@ -388,6 +414,13 @@ class LogManager:
         unused since the previous run (Log.release_idle_handles)."""
         if self.dir_failure.offline:
             return
+        try:
+            self.write_pending_metadata()
+        except Exception as exc:
+            if is_io_failure(exc):
+                self.dir_failure.mark_offline(exc)
+                return
+            logger.exception("writing partition.metadata files failed")
         logs = self.all_logs()
         release = self.release_idle_above is not None and len(logs) > self.release_idle_above
         for log in logs:

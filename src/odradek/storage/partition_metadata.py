@@ -9,9 +9,14 @@ format, ASCII::
 
 Rewritten atomically (temp file, fsync, rename, directory fsync). A brand-new partition's
 file is written directly instead (:meth:`PartitionMetadataFile.write_new`): there is no old
-content to protect, and its fsync is left to the log's first flush, as Kafka defers it
-(a file lost or emptied by a power cut reads as "no id yet" and is written again when
-the broker hosts the partition).
+content to protect. Kafka records a new log's topic id in memory and writes the file on
+its scheduler thread ("flush-metadata-file"), not while creating the log; odradek does the
+same (Log.create_new leaves it to the flush job, the log's first flush or its close), and
+its fsync is left to the log's first flush (a file lost or emptied by a crash or power cut
+reads as "no id yet" and is written again when the broker hosts the partition).
+
+A broker restarting with 10,000 partitions reads 10,000 of these files, so :meth:`read`
+is a bare open and read of a string path.
 """
 
 from __future__ import annotations
@@ -41,15 +46,30 @@ def decode_topic_id(text: str) -> uuid.UUID:
 
 
 class PartitionMetadataFile:
-    def __init__(self, directory: Path) -> None:
-        self.path = (directory if isinstance(directory, Path) else Path(directory)) / FILE_NAME
+    __slots__ = ("_path",)
+
+    def __init__(self, directory: Path | str) -> None:
+        # A string: a Path per partition costs more than reading the file.
+        self._path = f"{directory}{os.sep}{FILE_NAME}"
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
 
     def read(self) -> uuid.UUID | None:
         """The stored topic id, None if the file is absent; CorruptCheckpointError if bad."""
         try:
-            text = self.path.read_bytes().decode("ascii")
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 4096):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        try:
+            text = b"".join(chunks).decode("ascii")
         except UnicodeDecodeError:
             raise CorruptCheckpointError(f"{self.path}: not ASCII") from None
         if not text:
@@ -75,7 +95,7 @@ class PartitionMetadataFile:
 
     def write_new(self, topic_id: uuid.UUID) -> None:
         """Create the file of a new partition: one write, no temp file, no fsync."""
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.write(fd, _encode(topic_id))
         finally:

@@ -83,6 +83,7 @@ class LogSegment:
 
     __slots__ = (
         "_file",
+        "_file_pending",
         "_first_timestamp",
         "_first_timestamp_loaded",
         "_index_bytes",
@@ -127,15 +128,21 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._file: SharedFile | None = None
+        # The empty .log is not created yet (create with keep_open=False): the first use
+        # that needs a descriptor creates it.
+        self._file_pending = False
         if create:
-            self._file = SharedFile(
-                self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-            )
-            if not keep_open:
-                # Many partitions created at once stay idle: the first append or read
-                # opens the file again, so an idle partition holds no descriptor.
-                self._file.close_now()
-                self._file = None
+            if keep_open:
+                self._file = SharedFile(
+                    self.log_path,
+                    os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                )
+            else:
+                # Many partitions created at once stay idle: an empty segment needs no
+                # file until its first append (or read), so creating 1,000 partitions
+                # costs 1,000 directories, not 2,000 inodes, and an idle partition holds
+                # no descriptor. The log's first flush fsyncs the directory entry.
+                self._file_pending = True
             self._size: int | None = 0
         else:
             self._size = None
@@ -206,8 +213,17 @@ class LogSegment:
         if self._file is None:
             if self.closed:
                 raise StorageError(f"segment {self.log_path} is closed")
-            self._file = SharedFile(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
+            if self._file_pending:
+                flags |= os.O_CREAT
+            self._file = SharedFile(self.log_path, flags)
+            self._file_pending = False
         return self._file
+
+    @property
+    def file_pending(self) -> bool:
+        """True while the (empty) ``.log`` of a lazily created segment does not exist."""
+        return self._file_pending
 
     @property
     def size(self) -> int:
@@ -384,6 +400,8 @@ class LogSegment:
         """For time retention: the max timestamp, else the file's modification time."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
+        if self._file_pending:
+            return self.created_ms
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     def first_batch_timestamp(self) -> int | None:
