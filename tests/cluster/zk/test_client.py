@@ -279,6 +279,43 @@ def test_session_expiry_lets_the_broker_register_again(
         proxy.close()
 
 
+def test_a_call_while_reconnecting_gives_up_after_the_connection_timeout(
+    zk_connect: str, zookeeper_server: ZooKeeperServer
+) -> None:
+    """kazoo queues a request made while it reconnects and its synchronous call waits for
+    the reconnection with no timeout: a broker cut off from ZooKeeper then hung in any
+    ZooKeeper call (its shutdown too, resigning as controller). Each call must give up
+    after zookeeper.connection.timeout.ms, as Kafka's waitUntilConnected does."""
+    proxy = TcpProxy(zookeeper_server.port).start()
+    chroot = zk_connect[zk_connect.index("/") :]
+    client = ZkClient.connect(
+        proxy.address + chroot, session_timeout_ms=SESSION_MS, connection_timeout_ms=1000
+    )
+    outcome: list[object] = []
+    try:
+        client.create_top_level_paths()
+        proxy.cut()  # refuses reconnections too: kazoo keeps trying
+        wait_until(lambda: not client.connected, 10, "the client to see the cut")
+        started = time.monotonic()
+
+        def call() -> None:
+            try:
+                outcome.append(client.get_broker_ids())
+            except ZooKeeperClientTimeout as exc:
+                outcome.append(exc)
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(15)
+        elapsed = time.monotonic() - started
+        assert not caller.is_alive(), "the call waited for the reconnection"
+        assert isinstance(outcome[0], ZooKeeperClientTimeout), outcome
+        assert 0.9 <= elapsed < 10, elapsed
+    finally:
+        client.close()  # also ends a call still waiting (before the fix)
+        proxy.close()
+
+
 def test_connection_timeout_is_a_typed_error() -> None:
     started = time.monotonic()
     with pytest.raises(ZooKeeperClientTimeout):

@@ -2,9 +2,14 @@
 
 Every call is synchronous and may block up to ``zookeeper.connection.timeout.ms`` while
 the connection is down (kazoo reconnects and the call is retried until then, as Kafka's
-``retryRequestUntilConnected`` does); an asyncio caller runs them with
-``asyncio.to_thread``. Callbacks (watches, session events) run on kazoo's threads, never
-on an event loop: hand them over with ``loop.call_soon_threadsafe``.
+``retryRequestUntilConnected`` does), never longer. Plain kazoo queues a request made
+while it is reconnecting, and its synchronous call (ours, or one inside its watch
+recipes) then waits for the reconnection with no timeout: a broker cut off from
+ZooKeeper hung in it, its shutdown too. :class:`_BoundedKazooClient` fails such a request
+at once with ConnectionLoss instead, and each attempt first waits for a live connection
+within what is left of the deadline (Kafka's ``waitUntilConnected``). An asyncio caller
+runs them with ``asyncio.to_thread``. Callbacks (watches, session events) run on kazoo's
+threads, never on an event loop: hand them over with ``loop.call_soon_threadsafe``.
 
 A write made on behalf of a controller epoch takes the ``/controller_epoch`` znode
 version that controller won with; it is sent as one ZooKeeper transaction with a version
@@ -17,13 +22,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Self
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.protocol.states import KazooState, KeeperState, ZnodeStat
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from odradek.cluster.zk import paths
@@ -32,6 +38,30 @@ from odradek.cluster.zk.errors import ControllerMoved, NoNode, StaleVersion, Zoo
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms
+
+
+class _BoundedKazooClient(KazooClient):
+    """A kazoo client whose requests never wait for a reconnection: one made while the
+    client is reconnecting fails at once with ConnectionLoss, and the caller's retry
+    (ours, or the watch recipes' ``command_retry``) tries again until its deadline.
+    Queueing and connection-state changes take one lock, so a request cannot slip into
+    the queue just after a dropped connection failed everything queued (kazoo would then
+    keep it until the next connection)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._state_lock = threading.RLock()
+        super().__init__(*args, **kwargs)
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        with self._state_lock:
+            if self._state == KeeperState.CONNECTING:
+                async_object.set_exception(ConnectionLoss("reconnecting to ZooKeeper"))
+                return False
+            return super()._call(request, async_object)
+
+    def _session_callback(self, state: Any) -> None:
+        with self._state_lock:
+            super()._session_callback(state)
 
 
 class ZkSession:
@@ -46,7 +76,12 @@ class ZkSession:
         self._lost_callbacks: list[Callable[[], None]] = []
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._callback_lock = threading.Lock()
+        # Set while connected: a call waits on it instead of queueing into kazoo while
+        # it reconnects (see _retry).
+        self._live = threading.Event()
         kazoo.add_listener(self._state_changed)
+        if kazoo.connected:
+            self._live.set()
 
     # --- connection ---------------------------------------------------------------
 
@@ -101,6 +136,10 @@ class ZkSession:
 
     def _state_changed(self, state: str) -> None:
         # Runs on kazoo's connection thread, which must not block: callbacks get a thread.
+        if state == KazooState.CONNECTED:
+            self._live.set()
+        else:
+            self._live.clear()
         if self._closing:
             return
         if state == KazooState.LOST:
@@ -116,7 +155,18 @@ class ZkSession:
                 self._zk.handler.spawn(_guarded, callback)
 
     def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return _retry(self._zk, self.connection_timeout_ms, func, *args, **kwargs)
+        return _retry(self._zk, self.connection_timeout_ms, func, *args, live=self._live, **kwargs)
+
+    def _watch(self, recipe: Callable[..., Any], path: str, callback: Callable[..., Any]) -> Any:
+        """Start a kazoo watch recipe (``ChildrenWatch``/``DataWatch``): its first read is
+        made at once and, like every call, gives up after the connection timeout."""
+        try:
+            return recipe(path, callback)
+        except RetryFailedError:
+            raise ZooKeeperClientTimeout(
+                f"no ZooKeeper connection for {self.connection_timeout_ms} ms "
+                "(zookeeper.connection.timeout.ms)"
+            ) from None
 
     def _get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -173,12 +223,20 @@ class ZkSession:
 
 
 def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> KazooClient:
-    kazoo = KazooClient(
+    kazoo = _BoundedKazooClient(
         hosts=hosts,
         timeout=session_timeout_ms / 1000,
         # Reconnect for ever in the background; each command waits up to the connection
         # timeout for it (see _retry).
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+        # The watch recipes' own calls: retried like ours, as long as the connection
+        # timeout (they fetch again by themselves once reconnected).
+        command_retry={
+            "max_tries": -1,
+            "delay": 0.05,
+            "max_delay": 1.0,
+            "deadline": connection_timeout_ms / 1000,
+        },
     )
     try:
         kazoo.start(timeout=connection_timeout_ms / 1000)
@@ -192,8 +250,23 @@ def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> K
 
 
 def _retry(
-    kazoo: KazooClient, timeout_ms: int, func: Callable[..., Any], *args: Any, **kwargs: Any
+    kazoo: KazooClient,
+    timeout_ms: int,
+    func: Callable[..., Any],
+    *args: Any,
+    live: threading.Event | None = None,
+    **kwargs: Any,
 ) -> Any:
+    """``func(*args, **kwargs)``, retried on connection loss for at most ``timeout_ms``.
+    With ``live`` (set while connected), an attempt starts only on a live connection:
+    kazoo would queue it while reconnecting and wait for the reconnection for ever."""
+    deadline = time.monotonic() + timeout_ms / 1000
+
+    def attempt() -> Any:
+        if live is not None and not live.wait(max(0.0, deadline - time.monotonic())):
+            raise ConnectionLoss("not connected to ZooKeeper")  # the retry gives up
+        return func(*args, **kwargs)
+
     retry = KazooRetry(
         max_tries=-1,
         delay=0.05,
@@ -202,7 +275,7 @@ def _retry(
         sleep_func=kazoo.handler.sleep_func,
     )
     try:
-        return retry(func, *args, **kwargs)
+        return retry(attempt)
     except RetryFailedError:
         raise ZooKeeperClientTimeout(
             f"no ZooKeeper connection for {timeout_ms} ms (zookeeper.connection.timeout.ms)"
