@@ -30,6 +30,7 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_changes import ClusterConfigs
+from odradek.broker.controlled_shutdown import bound_s as controlled_shutdown_bound_s
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_configs import ClusterConfigHandlers
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
@@ -380,6 +381,23 @@ async def _list_reassignments(
     if isinstance(found, int):
         return int(found)
     return {tp: (a.replicas, a.adding, a.removing) for tp, a in found.items()}
+
+
+def leave_cluster_timeout_s(config: BrokerConfig) -> float:
+    """How long :func:`leave_cluster` may take: a controlled shutdown whose every attempt
+    times out (Kafka's bound), then the controller's resignation, one ZooKeeper call of at
+    most ``zookeeper.connection.timeout.ms``, and a little slack for a loaded machine."""
+    shutdown = 0.0
+    if config.get("controlled.shutdown.enable"):
+        shutdown = controlled_shutdown_bound_s(
+            config.get("controlled.shutdown.max.retries"),
+            config.get("controlled.shutdown.retry.backoff.ms") / 1000,
+            config.get("controller.socket.timeout.ms") / 1000,
+        )
+    zk_ms = config.get("zookeeper.connection.timeout.ms") or config.get(
+        "zookeeper.session.timeout.ms"
+    )
+    return shutdown + zk_ms / 1000 + 5.0
 
 
 async def leave_cluster(

@@ -82,11 +82,6 @@ from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-# Controlled shutdown plus the controller's resignation, at most (Kafka's own bound is
-# controlled.shutdown.max.retries attempts; a broker cut off from ZooKeeper would wait
-# out every one of them).
-LEAVE_CLUSTER_TIMEOUT_S = 20.0
-
 # How often an offline log directory is probed with a test write (log_dir_failure.py).
 LOG_DIR_PROBE_INTERVAL_MS = 1000
 
@@ -420,15 +415,16 @@ class KafkaServer:
             try:
                 # Bounded: a broker cut off from ZooKeeper or its controller must still
                 # stop; the end of its session moves leadership all the same.
+                leave_timeout_s = cluster_mode.leave_cluster_timeout_s(self.config)
                 await asyncio.wait_for(
                     cluster_mode.leave_cluster(
                         self.cluster, self.config, self.cluster_parts, self.controller
                     ),
-                    LEAVE_CLUSTER_TIMEOUT_S,
+                    leave_timeout_s,
                 )
             except TimeoutError:
                 log.warning(
-                    "leaving the cluster took over %.0f s; stopping anyway", LEAVE_CLUSTER_TIMEOUT_S
+                    "leaving the cluster took over %.0f s; stopping anyway", leave_timeout_s
                 )
             except Exception:  # the session's end moves leadership all the same
                 log.exception("leaving the cluster failed")
