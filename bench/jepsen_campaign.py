@@ -23,6 +23,7 @@ how much of it was acknowledged while the faults were on.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -82,6 +83,7 @@ def main() -> int:
             {"replica.lag.time.max.ms": "5000", "replica.socket.timeout.ms": "5000"},
         )
         started = time.monotonic()
+        load_before = os.getloadavg()
         try:
             cluster.start()
             result = run_campaign(
@@ -101,6 +103,12 @@ def main() -> int:
             cluster.close()
             zookeeper.stop()
         print(result.summary())
+        load_after = os.getloadavg()
+        print(
+            f"machine load (1/5/15 min) at start {load_before[0]:.2f}/{load_before[1]:.2f}/"
+            f"{load_before[2]:.2f}, at end {load_after[0]:.2f}/{load_after[1]:.2f}/"
+            f"{load_after[2]:.2f}, {os.cpu_count()} cores"
+        )
         offered = args.rate * args.producers
         rate = result.acked_during / max(result.duration_s, 1e-9)
         print(
