@@ -408,6 +408,9 @@ async def leave_cluster(
 ) -> None:
     """Controlled shutdown first (leadership moves while this broker still serves),
     then stop the controller (it resigns if active)."""
+    # No step of a shutdown waits for ZooKeeper to come back (Kafka's controller thread
+    # would): a call made while it is out of reach fails at once from now on.
+    membership.zk.interrupt()
     if not membership.zk.connected:
         # The controller cannot move leadership for a broker whose session it cannot see
         # end or change: the session's expiry will do it.

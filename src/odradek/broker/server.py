@@ -774,5 +774,18 @@ async def run_server(config: BrokerConfig) -> None:
     # Before start(): the listener opens before start-up ends (cluster registration, the
     # controller), and a SIGTERM in that window must still mean a graceful stop.
     stop = stop_on_signals()
-    await server.start()
+    # A SIGTERM during start-up (still registering, or electing a controller while
+    # ZooKeeper is out of reach) stops it too, instead of waiting for start() to end.
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        log.info("stop requested during start-up")
+        starting.cancel()  # start() shuts down what it started, then re-raises
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await server.shutdown()  # a no-op when start() already did it
+        return
+    stopping.cancel()
+    starting.result()  # a failed start-up fails the command
     await server.serve_forever(stop)

@@ -246,7 +246,7 @@ def test_a_controller_cut_off_from_zookeeper_stops_promptly_on_sigterm(
         log_text = broker.log_text()
         assert "shut down cleanly" in log_text
         assert "leaving the cluster took over" not in log_text
-        assert took < 15, f"SIGTERM took {took:.1f} s"
+        assert took < 30, f"SIGTERM took {took:.1f} s"  # 60 s and more before the fix
     finally:
         proxy.close()
 
