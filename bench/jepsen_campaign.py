@@ -58,6 +58,11 @@ def main() -> int:
         "--overlap", action="store_true", help="two faults at a time (the second starts late)"
     )
     parser.add_argument(
+        "--unclean",
+        action="store_true",
+        help="unclean.leader.election.enable=true on the topic (loss is then allowed)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the data and broker logs when it fails"
     )
     args = parser.parse_args()
@@ -71,7 +76,11 @@ def main() -> int:
         print(f"error: unknown fault kinds {sorted(unknown)}; known: {KINDS}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
+    print(
+        f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}, "
+        f"unclean {args.unclean}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
         base = Path(tmp)
         zookeeper = ZooKeeperServer(base / "zookeeper").start()
@@ -97,6 +106,7 @@ def main() -> int:
                 kinds=kinds,
                 max_duration_s=args.duration,
                 overlap=args.overlap,
+                unclean=args.unclean,
             )
         finally:
             firewall.close()

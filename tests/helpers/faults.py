@@ -573,16 +573,29 @@ def run_campaign(
     kinds: tuple[str, ...] = KINDS,
     max_duration_s: float | None = None,
     overlap: bool = False,
+    unclean: bool = False,
 ) -> CampaignResult:
     """Create the topic (RF 3, min.insync.replicas=2), write while ``faults`` random
-    faults happen, heal, read everything back and check it."""
+    faults happen, heal, read everything back and check it. ``unclean`` sets
+    ``unclean.leader.election.enable=true`` on the topic: a replica outside the ISR may
+    then lead, and what only the ISR had is lost (the checker reports it)."""
     from confluent_kafka.admin import NewTopic
 
     from tests.helpers.checker import check, unavailability
 
     admin = cluster.admin()
     futures = admin.create_topics(
-        [NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})],
+        [
+            NewTopic(
+                topic,
+                partitions,
+                3,
+                config={
+                    "min.insync.replicas": "2",
+                    **({"unclean.leader.election.enable": "true"} if unclean else {}),
+                },
+            )
+        ],
         operation_timeout=30,
     )
     futures[topic].result(60)
