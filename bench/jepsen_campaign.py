@@ -23,6 +23,7 @@ how much of it was acknowledged while the faults were on.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -57,6 +58,11 @@ def main() -> int:
         "--overlap", action="store_true", help="two faults at a time (the second starts late)"
     )
     parser.add_argument(
+        "--unclean",
+        action="store_true",
+        help="unclean.leader.election.enable=true on the topic (loss is then allowed)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the data and broker logs when it fails"
     )
     args = parser.parse_args()
@@ -70,7 +76,11 @@ def main() -> int:
         print(f"error: unknown fault kinds {sorted(unknown)}; known: {KINDS}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}", flush=True)
+    print(
+        f"seed {seed}, {args.faults} faults, kinds {kinds}, overlap {args.overlap}, "
+        f"unclean {args.unclean}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="jepsen-") as tmp:
         base = Path(tmp)
         zookeeper = ZooKeeperServer(base / "zookeeper").start()
@@ -82,6 +92,7 @@ def main() -> int:
             {"replica.lag.time.max.ms": "5000", "replica.socket.timeout.ms": "5000"},
         )
         started = time.monotonic()
+        load_before = os.getloadavg()
         try:
             cluster.start()
             result = run_campaign(
@@ -95,12 +106,19 @@ def main() -> int:
                 kinds=kinds,
                 max_duration_s=args.duration,
                 overlap=args.overlap,
+                unclean=args.unclean,
             )
         finally:
             firewall.close()
             cluster.close()
             zookeeper.stop()
         print(result.summary())
+        load_after = os.getloadavg()
+        print(
+            f"machine load (1/5/15 min) at start {load_before[0]:.2f}/{load_before[1]:.2f}/"
+            f"{load_before[2]:.2f}, at end {load_after[0]:.2f}/{load_after[1]:.2f}/"
+            f"{load_after[2]:.2f}, {os.cpu_count()} cores"
+        )
         offered = args.rate * args.producers
         rate = result.acked_during / max(result.duration_s, 1e-9)
         print(

@@ -77,7 +77,7 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
-    def start(self) -> BrokerProcess:
+    def start(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
@@ -90,7 +90,7 @@ class BrokerProcess:
         )
         log_file.close()
         try:
-            wait_for_port(self.port, STARTUP_TIMEOUT_S, self.proc, self.host)
+            wait_for_port(self.port, timeout, self.proc, self.host)
         except Exception:
             self.kill()
             raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None

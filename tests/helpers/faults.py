@@ -43,6 +43,7 @@ from tests.helpers.cluster import SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 
 GID_BASE = 47000  # broker i runs as group GID_BASE + i
 KINDS = ("kill", "pause", "partition", "isolate", "zk-isolate")
+RESTART_TIMEOUT_S = 120.0  # a killed broker's restart, until it listens
 
 
 def nft_unusable_reason() -> str | None:
@@ -178,7 +179,9 @@ class FaultyCluster(BrokerCluster):
             f"broker {broker_id}'s old registration to expire",
             interval=0.2,
         )
-        self.brokers[broker_id].start()
+        # Generous: on two cores loaded past 15 (a long campaign beside other tests) a
+        # start-up took over 30 s, and the failed restart ended the campaign early.
+        self.brokers[broker_id].start(timeout=RESTART_TIMEOUT_S)
 
     # --- reading ZooKeeper ----------------------------------------------------------
 
@@ -212,6 +215,7 @@ class Fault:
     targets: tuple[int, ...]
     duration: float
     started: float = 0.0  # seconds since the run began
+    healed: float = 0.0  # seconds since the run began, once healed (a restart included)
     rule_name: str = ""  # its nftables cut
 
     def __str__(self) -> str:
@@ -237,6 +241,7 @@ class Nemesis:
         self.rng = random.Random(self.seed)
         self.t0 = time.monotonic()
         self._stopped: set[int] = set()
+        self.gaps_s = 0.0
         # The first faults are every kind once, in random order: a short run still has
         # every kind; the rest are drawn freely.
         self._first_kinds = list(self.kinds)
@@ -332,14 +337,27 @@ class Nemesis:
             finally:
                 for fault in batch:
                     self.heal(fault)
+                    fault.healed = time.monotonic() - self.t0
             applied += len(batch)
-            time.sleep(self.rng.uniform(*self.gap_s))
+            gap = self.rng.uniform(*self.gap_s)
+            self.gaps_s += gap
+            time.sleep(gap)
 
     def schedule(self) -> str:
         return "\n".join(str(f) for f in self.log)
 
     def counts(self) -> Counter[str]:
         return Counter(f.kind for f in self.log)
+
+    def cost(self) -> dict[str, float]:
+        """Mean seconds from applying a fault to having healed it, by kind: where a
+        time-bounded run's time goes (a kill waits for the session to expire and for the
+        restarted broker to listen)."""
+        spent: dict[str, list[float]] = {}
+        for f in self.log:
+            if f.healed:
+                spent.setdefault(f.kind, []).append(f.healed - f.started)
+        return {kind: sum(v) / len(v) for kind, v in sorted(spent.items())}
 
 
 class Workload:
@@ -513,6 +531,8 @@ class CampaignResult:
     fatal: list[str]
     nemesis_error: str | None = None  # the harness itself failed (e.g. a restart)
     failures: Counter[str] = field(default_factory=Counter)  # failed deliveries by error
+    cost: dict[str, float] = field(default_factory=dict)  # mean s per fault, by kind
+    gaps_s: float = 0.0  # quiet time between faults, in all
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.counts.items()))
@@ -524,6 +544,9 @@ class CampaignResult:
                 f"{self.duration_s:.0f} s ({kinds})",
                 self.report.summary(),
                 f"failed deliveries: {dict(self.failures) or 'none'}",
+                "mean seconds per fault (applied to healed): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in self.cost.items())
+                + f"; quiet gaps {self.gaps_s:.0f} s in all",
                 f"acknowledged during the faults: {self.acked_during} "
                 f"({self.acked_during / max(self.duration_s, 1e-9):.0f}/s)",
                 f"unavailable (no acknowledgement for > 2 s): {len(self.unavailable)} windows, "
@@ -550,16 +573,29 @@ def run_campaign(
     kinds: tuple[str, ...] = KINDS,
     max_duration_s: float | None = None,
     overlap: bool = False,
+    unclean: bool = False,
 ) -> CampaignResult:
     """Create the topic (RF 3, min.insync.replicas=2), write while ``faults`` random
-    faults happen, heal, read everything back and check it."""
+    faults happen, heal, read everything back and check it. ``unclean`` sets
+    ``unclean.leader.election.enable=true`` on the topic: a replica outside the ISR may
+    then lead, and what only the ISR had is lost (the checker reports it)."""
     from confluent_kafka.admin import NewTopic
 
     from tests.helpers.checker import check, unavailability
 
     admin = cluster.admin()
     futures = admin.create_topics(
-        [NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})],
+        [
+            NewTopic(
+                topic,
+                partitions,
+                3,
+                config={
+                    "min.insync.replicas": "2",
+                    **({"unclean.leader.election.enable": "true"} if unclean else {}),
+                },
+            )
+        ],
         operation_timeout=30,
     )
     futures[topic].result(60)
@@ -591,6 +627,8 @@ def run_campaign(
         report=check(history, final),
         schedule=nemesis.schedule(),
         counts=nemesis.counts(),
+        cost=nemesis.cost(),
+        gaps_s=nemesis.gaps_s,
         duration_s=ended - started,
         acked_during=sum(1 for t in history.ack_times if started <= t <= ended),
         unavailable=unavailability(history.ack_times, started, ended, gap_s=2.0),

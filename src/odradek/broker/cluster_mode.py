@@ -30,6 +30,7 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_changes import ClusterConfigs
+from odradek.broker.controlled_shutdown import bound_s as controlled_shutdown_bound_s
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.handlers.cluster_configs import ClusterConfigHandlers
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
@@ -395,6 +396,23 @@ async def _list_reassignments(
     return {tp: (a.replicas, a.adding, a.removing) for tp, a in found.items()}
 
 
+def leave_cluster_timeout_s(config: BrokerConfig) -> float:
+    """How long :func:`leave_cluster` may take: a controlled shutdown whose every attempt
+    times out (Kafka's bound), then the controller's resignation, one ZooKeeper call of at
+    most ``zookeeper.connection.timeout.ms``, and a little slack for a loaded machine."""
+    shutdown = 0.0
+    if config.get("controlled.shutdown.enable"):
+        shutdown = controlled_shutdown_bound_s(
+            config.get("controlled.shutdown.max.retries"),
+            config.get("controlled.shutdown.retry.backoff.ms") / 1000,
+            config.get("controller.socket.timeout.ms") / 1000,
+        )
+    zk_ms = config.get("zookeeper.connection.timeout.ms") or config.get(
+        "zookeeper.session.timeout.ms"
+    )
+    return shutdown + zk_ms / 1000 + 5.0
+
+
 async def leave_cluster(
     membership: ClusterMembership,
     config: BrokerConfig,
@@ -403,6 +421,9 @@ async def leave_cluster(
 ) -> None:
     """Controlled shutdown first (leadership moves while this broker still serves),
     then stop the controller (it resigns if active)."""
+    # No step of a shutdown waits for ZooKeeper to come back (Kafka's controller thread
+    # would): a call made while it is out of reach fails at once from now on.
+    membership.zk.interrupt()
     if not membership.zk.connected:
         # The controller cannot move leadership for a broker whose session it cannot see
         # end or change: the session's expiry will do it.

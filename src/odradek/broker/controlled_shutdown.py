@@ -6,10 +6,12 @@ only retriable NOT_LEADER_OR_FOLLOWER errors and refresh their metadata instead 
 out against a dead leader. As in Kafka: the controller is the one the metadata cache
 names (the last UpdateMetadata), reached on its inter-broker listener, so a broker cut
 off from ZooKeeper still tries; an attempt that fails or leaves partitions it could not
-move is retried
-``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart;
-after that the broker stops anyway (the controller's broker-failure handling moves what
-is left when its registration disappears).
+move is tried again, at most ``controlled.shutdown.max.retries`` attempts in all (Kafka's
+count: 3 attempts by default, 0 skips it), ``controlled.shutdown.retry.backoff.ms``
+apart; each attempt connects within ``CONNECT_TIMEOUT_S`` and waits
+``controller.socket.timeout.ms`` for the answer, so :func:`bound_s` is the longest it
+takes. After that the broker stops anyway (the controller's broker-failure handling moves
+what is left when its registration disappears).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ async def controlled_shutdown(
     request_timeout_s: float,
 ) -> bool:
     """True once the controller answered NONE with no partitions left to move."""
-    for attempt in range(max_retries + 1):
+    for attempt in range(max_retries):
         if attempt:
             await asyncio.sleep(backoff_s)
         try:
@@ -69,6 +71,12 @@ async def controlled_shutdown(
         )
     log.warning("controlled shutdown did not complete; stopping anyway")
     return False
+
+
+def bound_s(max_retries: int, backoff_s: float, request_timeout_s: float) -> float:
+    """The longest :func:`controlled_shutdown` takes: every attempt timing out."""
+    attempts = max(0, max_retries)
+    return attempts * (CONNECT_TIMEOUT_S + request_timeout_s) + max(0, attempts - 1) * backoff_s
 
 
 async def _ask_controller(

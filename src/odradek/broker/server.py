@@ -84,11 +84,6 @@ from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-# Controlled shutdown plus the controller's resignation, at most (Kafka's own bound is
-# controlled.shutdown.max.retries attempts; a broker cut off from ZooKeeper would wait
-# out every one of them).
-LEAVE_CLUSTER_TIMEOUT_S = 20.0
-
 # How often an offline log directory is probed with a test write (log_dir_failure.py).
 LOG_DIR_PROBE_INTERVAL_MS = 1000
 
@@ -449,15 +444,16 @@ class KafkaServer:
             try:
                 # Bounded: a broker cut off from ZooKeeper or its controller must still
                 # stop; the end of its session moves leadership all the same.
+                leave_timeout_s = cluster_mode.leave_cluster_timeout_s(self.config)
                 await asyncio.wait_for(
                     cluster_mode.leave_cluster(
                         self.cluster, self.config, self.cluster_parts, self.controller
                     ),
-                    LEAVE_CLUSTER_TIMEOUT_S,
+                    leave_timeout_s,
                 )
             except TimeoutError:
                 log.warning(
-                    "leaving the cluster took over %.0f s; stopping anyway", LEAVE_CLUSTER_TIMEOUT_S
+                    "leaving the cluster took over %.0f s; stopping anyway", leave_timeout_s
                 )
             except Exception:  # the session's end moves leadership all the same
                 log.exception("leaving the cluster failed")
@@ -813,5 +809,18 @@ async def run_server(config: BrokerConfig) -> None:
     # Before start(): the listener opens before start-up ends (cluster registration, the
     # controller), and a SIGTERM in that window must still mean a graceful stop.
     stop = stop_on_signals()
-    await server.start()
+    # A SIGTERM during start-up (still registering, or electing a controller while
+    # ZooKeeper is out of reach) stops it too, instead of waiting for start() to end.
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        log.info("stop requested during start-up")
+        starting.cancel()  # start() shuts down what it started, then re-raises
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await server.shutdown()  # a no-op when start() already did it
+        return
+    stopping.cancel()
+    starting.result()  # a failed start-up fails the command
     await server.serve_forever(stop)

@@ -279,6 +279,55 @@ def test_session_expiry_lets_the_broker_register_again(
         proxy.close()
 
 
+def test_a_call_while_reconnecting_waits_for_the_connection_until_interrupted(
+    zk_connect: str, zookeeper_server: ZooKeeperServer
+) -> None:
+    """A call made while the connection is down waits for it (Kafka's
+    retryRequestsUntilConnected) and goes through once it is back; interrupt() (a
+    stopping broker) ends the waiting at once. Plain kazoo kept such a request in its
+    queue, where nothing could end it: a controller cut off from ZooKeeper hung its own
+    shutdown."""
+    proxy = TcpProxy(zookeeper_server.port).start()
+    chroot = zk_connect[zk_connect.index("/") :]
+    client = ZkClient.connect(
+        proxy.address + chroot, session_timeout_ms=20000, connection_timeout_ms=1000
+    )
+    outcomes: list[object] = []
+
+    def call() -> None:
+        try:
+            outcomes.append(client.get_broker_ids())
+        except ZooKeeperClientTimeout as exc:
+            outcomes.append(exc)
+
+    try:
+        client.create_top_level_paths()
+        proxy.cut()  # refuses reconnections too: kazoo keeps trying
+        wait_until(lambda: not client.connected, 10, "the client to see the cut")
+        waiting = threading.Thread(target=call, daemon=True)
+        waiting.start()
+        waiting.join(2.5)  # past the connection timeout: still waiting for ZooKeeper
+        assert waiting.is_alive() and not outcomes
+        proxy.restore()
+        waiting.join(15)
+        assert outcomes == [[]]  # done on the same session once reconnected
+
+        proxy.cut()
+        wait_until(lambda: not client.connected, 10, "the client to see the second cut")
+        interrupted = threading.Thread(target=call, daemon=True)
+        interrupted.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        client.interrupt()
+        interrupted.join(15)
+        assert not interrupted.is_alive(), "interrupt() did not end the waiting call"
+        assert isinstance(outcomes[1], ZooKeeperClientTimeout), outcomes
+        assert time.monotonic() - started < 5
+    finally:
+        client.close()  # also ends a call still waiting (before the fix)
+        proxy.close()
+
+
 def test_connection_timeout_is_a_typed_error() -> None:
     started = time.monotonic()
     with pytest.raises(ZooKeeperClientTimeout):

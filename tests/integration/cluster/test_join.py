@@ -68,6 +68,13 @@ def _wait_registered(zk: ZkClient, ids: list[int], timeout: float = 20.0) -> Non
     assert zk.get_broker_ids() == ids
 
 
+def _wait_logged(broker: BrokerProcess, line: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in broker.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert line in broker.log_text()
+
+
 def test_broker_joins_and_registers_its_endpoint(
     tmp_path: Path, zk_connect: str, zk: ZkClient, brokers: list[BrokerProcess]
 ) -> None:
@@ -178,6 +185,10 @@ def test_broker_registers_again_after_its_session_expired(
         _wait_registered(zk, [4])
         first = zk._get("/brokers/ids/4")
         assert first is not None
+        # Cut only once the broker has its answer: a registration cut off before it
+        # knows it succeeded fails after zookeeper.connection.timeout.ms and the broker
+        # exits (as Kafka's does at start-up), which is not what this test is about.
+        _wait_logged(broker, "registered broker 4 at")
         proxy.cut()
         _wait_registered(zk, [], timeout=30)  # the server expired the session
         proxy.restore()
@@ -192,6 +203,50 @@ def test_broker_registers_again_after_its_session_expired(
         while "re-registered broker 4" not in broker.log_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "re-registered broker 4" in broker.log_text()
+    finally:
+        proxy.close()
+
+
+def test_a_controller_cut_off_from_zookeeper_stops_promptly_on_sigterm(
+    tmp_path: Path, zk_connect: str, zk: ZkClient, zookeeper_server: ZooKeeperServer
+) -> None:
+    """The controller loses ZooKeeper (kazoo keeps reconnecting) and gets SIGTERM. Its
+    resignation used to delete /controller through a call kazoo queued until it
+    reconnected, with no timeout: the shutdown hung until the leave-the-cluster bound
+    (intermittently past the test harness's 30 s, in the teardown of the test above).
+    Now no call outlives zookeeper.connection.timeout.ms and a disconnected controller
+    leaves /controller to its session, as Kafka's does."""
+    proxy = TcpProxy(zookeeper_server.port).start()
+    try:
+        chroot = zk_connect[zk_connect.index("/") :]
+        broker = _broker(
+            tmp_path,
+            "b7",
+            proxy.address + chroot,
+            **{"broker.id": "7", "zookeeper.session.timeout.ms": "6000"},
+        )
+        broker.start()
+        try:
+            _wait_registered(zk, [7])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                controller = zk.get_controller()
+                if controller is not None and controller.broker_id == 7:
+                    break
+                time.sleep(0.05)
+            assert controller is not None and controller.broker_id == 7
+            _wait_logged(broker, "broker 7 elected controller")
+            proxy.cut()  # closes its connection and refuses new ones: it keeps retrying
+            time.sleep(0.5)
+            started = time.monotonic()
+            assert broker.stop(timeout=60) == 0
+            took = time.monotonic() - started
+        finally:
+            broker.kill()
+        log_text = broker.log_text()
+        assert "shut down cleanly" in log_text
+        assert "leaving the cluster took over" not in log_text
+        assert took < 30, f"SIGTERM took {took:.1f} s"  # 60 s and more before the fix
     finally:
         proxy.close()
 

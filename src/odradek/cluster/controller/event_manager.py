@@ -144,8 +144,17 @@ class ControllerEventManager:
             pass
 
     async def stop(self) -> None:
+        """Finish the event in progress and drop the queued ones, as Kafka's
+        ``clearAndPut(ShutdownEventThread)``: this controller is resigning, its successor
+        starts from ZooKeeper, and each queued event could wait on ZooKeeper (a broker
+        cut off from it would wait out the connection timeout once per event)."""
         if self._task is None:
             return
+        while not self._queue.empty():
+            dropped = self._queue.get_nowait()
+            reply = getattr(dropped, "reply", None)
+            if reply is not None and not reply.done():
+                reply.set_exception(RuntimeError(f"{type(dropped).__name__}: controller stopped"))
         self._queue.put_nowait(None)
         try:
             await asyncio.wait_for(self._task, 30)

@@ -169,7 +169,7 @@ class ZkAclStore(AclStore):
                 self._process(root, children, on_change)
                 return None
 
-            self._zk._zk.ChildrenWatch(root, changed)
+            self._zk._watch(self._zk._zk.ChildrenWatch, root, changed)
 
     def _process(
         self, root: str, children: list[str], on_change: Callable[[ResourceKey], None]

@@ -405,7 +405,7 @@ class ZkClient(ZkSession):
             callback(registration)
             return None
 
-        self._zk.DataWatch(paths.CONTROLLER, changed)
+        self._watch(self._zk.DataWatch, paths.CONTROLLER, changed)
         return stopped.set
 
     # --- configs and notifications ------------------------------------------------
@@ -471,7 +471,7 @@ class ZkClient(ZkSession):
             callback(sorted(children))
             return None
 
-        self._zk.ChildrenWatch(paths.CONFIG_CHANGES, changed)
+        self._watch(self._zk.ChildrenWatch, paths.CONFIG_CHANGES, changed)
         return stopped.set
 
     def create_isr_change_notification(self, partitions: set[TopicPartition]) -> str:
@@ -521,7 +521,7 @@ class ZkClient(ZkSession):
             callback(sorted(children))
             return None
 
-        self._zk.ChildrenWatch(path, changed)
+        self._watch(self._zk.ChildrenWatch, path, changed)
         return stopped.set
 
     def watch_exists(self, path: str, callback: Callable[[bool], None]) -> Callable[[], None]:
@@ -534,7 +534,7 @@ class ZkClient(ZkSession):
             callback(data is not None)
             return None
 
-        self._zk.DataWatch(path, changed)
+        self._watch(self._zk.DataWatch, path, changed)
         return stopped.set
 
     # --- partition reassignment -------------------------------------------------------

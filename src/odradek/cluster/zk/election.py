@@ -55,10 +55,16 @@ class ControllerElector:
                 self._stop_watch()
             if self.epoch is not None:
                 epoch, self.epoch = self.epoch, None
-                try:
-                    self._zk.resign_controller(epoch.zk_version)
-                except ZooKeeperError as exc:
-                    log.warning("could not delete /controller on resigning: %s", exc)
+                if not self._zk.connected:
+                    # The ephemeral /controller goes with the session, which the broker
+                    # closes as it stops (Kafka never deletes it on shutdown): waiting
+                    # for a reconnection here would only hold the shutdown up.
+                    log.info("not connected to ZooKeeper: /controller goes with the session")
+                else:
+                    try:
+                        self._zk.resign_controller(epoch.zk_version)
+                    except ZooKeeperError as exc:
+                        log.warning("could not delete /controller on resigning: %s", exc)
                 self._on_resigned()
 
     def _session_lost(self) -> None:

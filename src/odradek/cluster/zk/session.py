@@ -1,10 +1,16 @@
 """One ZooKeeper session over kazoo: connecting, retries, session expiry, fenced writes.
 
-Every call is synchronous and may block up to ``zookeeper.connection.timeout.ms`` while
-the connection is down (kazoo reconnects and the call is retried until then, as Kafka's
-``retryRequestUntilConnected`` does); an asyncio caller runs them with
-``asyncio.to_thread``. Callbacks (watches, session events) run on kazoo's threads, never
-on an event loop: hand them over with ``loop.call_soon_threadsafe``.
+Every call is synchronous. While the connection is down it waits for kazoo to reconnect
+and is then retried, as Kafka's ``retryRequestsUntilConnected`` does (a call that keeps
+failing on a flapping connection gives up after ``zookeeper.connection.timeout.ms``).
+:meth:`ZkSession.interrupt` ends that waiting: a stopping broker calls it, and from then
+on a call made or waiting while disconnected fails at once. Plain kazoo queued a request
+made while it was reconnecting and its synchronous call (ours, or one inside its watch
+recipes) waited in that queue with nothing able to end it: a controller cut off from
+ZooKeeper hung its own shutdown there. :class:`_BoundedKazooClient` fails such a request
+at once with ConnectionLoss, and the waiting happens where it can be interrupted. An
+asyncio caller runs them with ``asyncio.to_thread``. Callbacks (watches, session events)
+run on kazoo's threads, never on an event loop: hand them over with ``loop.call_soon_threadsafe``.
 
 A write made on behalf of a controller epoch takes the ``/controller_epoch`` znode
 version that controller won with; it is sent as one ZooKeeper transaction with a version
@@ -18,12 +24,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Self
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.protocol.states import KazooState, KeeperState, ZnodeStat
+from kazoo.recipe.watchers import DataWatch
+from kazoo.retry import InterruptedError as KazooInterruptedError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from odradek.cluster.zk import paths
@@ -32,6 +41,48 @@ from odradek.cluster.zk.errors import ControllerMoved, NoNode, StaleVersion, Zoo
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms
+
+
+class _BoundedDataWatch(DataWatch):
+    """kazoo's DataWatch retries its reads for ever, up to 60 s apart: with requests that
+    fail while reconnecting, it could sit in a backoff for a minute after the connection
+    came back, and nothing could stop it. It takes the client's command retry instead (at
+    most 1 s apart, ended by :meth:`ZkSession.interrupt`), as ChildrenWatch does."""
+
+    @property  # type: ignore[override]
+    def _retry(self) -> Callable[..., Any]:
+        return self._client.retry
+
+    @_retry.setter
+    def _retry(self, _ignored: Any) -> None:
+        pass  # DataWatch.__init__ sets its own unbounded retry
+
+
+class _BoundedKazooClient(KazooClient):
+    """A kazoo client whose requests never wait in its queue for a reconnection: one made
+    while the client is reconnecting fails at once with ConnectionLoss, and the caller's
+    retry (ours, or the watch recipes' ``command_retry``) waits and tries again, until
+    ``stopping`` is set.
+    Queueing and connection-state changes take one lock, so a request cannot slip into
+    the queue just after a dropped connection failed everything queued (kazoo would then
+    keep it until the next connection)."""
+
+    def __init__(self, *args: Any, stopping: threading.Event, **kwargs: Any) -> None:
+        self._state_lock = threading.RLock()
+        self.stopping = stopping
+        super().__init__(*args, **kwargs)
+        self.DataWatch = partial(_BoundedDataWatch, self)
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        with self._state_lock:
+            if self._state == KeeperState.CONNECTING:
+                async_object.set_exception(ConnectionLoss("reconnecting to ZooKeeper"))
+                return False
+            return super()._call(request, async_object)
+
+    def _session_callback(self, state: Any) -> None:
+        with self._state_lock:
+            super()._session_callback(state)
 
 
 class ZkSession:
@@ -46,7 +97,12 @@ class ZkSession:
         self._lost_callbacks: list[Callable[[], None]] = []
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._callback_lock = threading.Lock()
+        # Set while connected: a call waits on it instead of queueing into kazoo while
+        # it reconnects (see _retry).
+        self._live = threading.Event()
         kazoo.add_listener(self._state_changed)
+        if kazoo.connected:
+            self._live.set()
 
     # --- connection ---------------------------------------------------------------
 
@@ -76,6 +132,7 @@ class ZkSession:
     def close(self) -> None:
         """End the session: ZooKeeper drops this client's ephemeral znodes at once."""
         self._closing = True
+        self._zk.stopping.set()  # calls waiting for a reconnection end now
         self._zk.stop()
         self._zk.close()
 
@@ -101,6 +158,10 @@ class ZkSession:
 
     def _state_changed(self, state: str) -> None:
         # Runs on kazoo's connection thread, which must not block: callbacks get a thread.
+        if state == KazooState.CONNECTED:
+            self._live.set()
+        else:
+            self._live.clear()
         if self._closing:
             return
         if state == KazooState.LOST:
@@ -116,7 +177,29 @@ class ZkSession:
                 self._zk.handler.spawn(_guarded, callback)
 
     def _call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return _retry(self._zk, self.connection_timeout_ms, func, *args, **kwargs)
+        return _retry(
+            self._zk,
+            self.connection_timeout_ms,
+            func,
+            *args,
+            live=self._live,
+            stopping=self._zk.stopping,
+            **kwargs,
+        )
+
+    def interrupt(self) -> None:
+        """Stop waiting for ZooKeeper: from now on a call made, or waiting, while the
+        connection is down fails at once (ZooKeeperClientTimeout). A stopping broker
+        calls it first, so that no step of its shutdown waits for a reconnection."""
+        self._zk.stopping.set()
+
+    def _watch(self, recipe: Callable[..., Any], path: str, callback: Callable[..., Any]) -> Any:
+        """Start a kazoo watch recipe (``ChildrenWatch``/``DataWatch``): its first read is
+        made at once and, like every call, waits for the connection until interrupted."""
+        try:
+            return recipe(path, callback)
+        except KazooInterruptedError:
+            raise ZooKeeperClientTimeout("not connected to ZooKeeper, and stopping") from None
 
     def _get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -173,12 +256,22 @@ class ZkSession:
 
 
 def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> KazooClient:
-    kazoo = KazooClient(
+    stopping = threading.Event()
+    kazoo = _BoundedKazooClient(
         hosts=hosts,
         timeout=session_timeout_ms / 1000,
         # Reconnect for ever in the background; each command waits up to the connection
         # timeout for it (see _retry).
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+        # The watch recipes' own calls: retried until connected, like ours, at most 1 s
+        # apart, until the session is interrupted.
+        command_retry={
+            "max_tries": -1,
+            "delay": 0.05,
+            "max_delay": 1.0,
+            "interrupt": stopping.is_set,
+        },
+        stopping=stopping,
     )
     try:
         kazoo.start(timeout=connection_timeout_ms / 1000)
@@ -192,8 +285,25 @@ def _start(hosts: str, session_timeout_ms: int, connection_timeout_ms: int) -> K
 
 
 def _retry(
-    kazoo: KazooClient, timeout_ms: int, func: Callable[..., Any], *args: Any, **kwargs: Any
+    kazoo: KazooClient,
+    timeout_ms: int,
+    func: Callable[..., Any],
+    *args: Any,
+    live: threading.Event | None = None,
+    stopping: threading.Event | None = None,
+    **kwargs: Any,
 ) -> Any:
+    """``func(*args, **kwargs)`` on a live connection. With ``live`` (set while connected)
+    an attempt first waits for the connection, until ``stopping`` is set; a connection
+    lost under an attempt is retried, given up ``timeout_ms`` after the first attempt."""
+
+    def attempt() -> Any:
+        while live is not None and not live.is_set():
+            if stopping is not None and stopping.is_set():
+                raise ZooKeeperClientTimeout("not connected to ZooKeeper, and stopping")
+            live.wait(0.1)
+        return func(*args, **kwargs)
+
     retry = KazooRetry(
         max_tries=-1,
         delay=0.05,
@@ -202,7 +312,7 @@ def _retry(
         sleep_func=kazoo.handler.sleep_func,
     )
     try:
-        return retry(func, *args, **kwargs)
+        return retry(attempt)
     except RetryFailedError:
         raise ZooKeeperClientTimeout(
             f"no ZooKeeper connection for {timeout_ms} ms (zookeeper.connection.timeout.ms)"
