@@ -106,6 +106,14 @@ class RecordMetadata:
     timestamp_ms: int
 
 
+# RecordMetadata's generated frozen __init__ (object.__setattr__ per field) is most of the
+# cost of resolving a record's future; complete() fills the slots directly instead.
+_METADATA_SLOTS = tuple(
+    RecordMetadata.__dict__[name].__set__
+    for name in ("topic", "partition", "offset", "timestamp_ms")
+)
+
+
 def _record_size(record: Record) -> int:
     size = _RECORD_OVERHEAD
     if record.key is not None:
@@ -182,11 +190,17 @@ class _Batch:
             timestamps = [records.base_timestamp] * len(records)
         else:
             timestamps = [r.timestamp_ms or -1 for r in records]
+        new = object.__new__
+        set_topic, set_partition, set_offset, set_timestamp = _METADATA_SLOTS
         for index, future in enumerate(self.futures):
             if future is None or future.done():
                 continue
-            offset = base_offset + index if base_offset >= 0 else -1
-            future.set_result(RecordMetadata(topic, partition, offset, timestamps[index]))
+            metadata = new(RecordMetadata)
+            set_topic(metadata, topic)
+            set_partition(metadata, partition)
+            set_offset(metadata, base_offset + index if base_offset >= 0 else -1)
+            set_timestamp(metadata, timestamps[index])
+            future.set_result(metadata)
         if not self.done.done():
             self.done.set_result(None)
 
