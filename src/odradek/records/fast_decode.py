@@ -111,11 +111,11 @@ def _decode(
         (s0, v0), (s1, v1), (s2, v2), (s3, v3) = constant
     else:
         s0 = s1 = s2 = s3 = None
-    appended = 0
-    done = 0
+    skipped = 0
+    index = 0
     pos = 0
     try:
-        for _ in range(count):
+        for index in range(count):  # noqa: B007 (index names the record in the error below)
             # Varints: one- and two-byte ones inline, the rest via decode_varint.
             byte = data[pos]
             if byte < 0x80:
@@ -155,7 +155,10 @@ def _decode(
             else:
                 offset_delta, pos = decode_varint(data, pos)
             byte = data[pos]
-            if byte < 0x80:
+            if byte == 1:  # varint -1: no key, the usual case
+                key_length = -1
+                pos += 1
+            elif byte < 0x80:
                 key_length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
             elif data[pos + 1] < 0x80:
@@ -208,9 +211,9 @@ def _decode(
                     f"record of batch at byte {where} declares {length} bytes "
                     f"but its fields take {length + pos - record_end}"
                 )
-            done += 1
             offset = base_offset + offset_delta
             if offset < min_offset:
+                skipped += 1
                 continue  # a compressed batch comes whole, even its consumed part
             record = new(cls)
             if s0 is not None:
@@ -229,14 +232,13 @@ def _decode(
             set_value(record, value)
             set_headers(record, headers)
             append(record)
-            appended += 1
     except IndexError:
         raise CorruptRecordError(
-            f"records of batch at byte {where} are truncated after {done} records"
+            f"records of batch at byte {where} are truncated after {index} records"
         ) from None
     if pos != end:
         raise CorruptRecordError(
             f"batch at byte {where} has {end - pos} bytes left after its {count} records"
         )
-    return appended
+    return count - skipped
 
