@@ -96,7 +96,7 @@ class RecordsAppender:
     def encoded(self) -> EncodedRecords:
         """The section so far, for :func:`~odradek.records.batch.build_encoded_batch`."""
         return EncodedRecords(
-            section=self.buffer,  # type: ignore[arg-type]  # any bytes-like will do
+            section=bytes(self.buffer),  # some codecs (lz4) take bytes only
             count=self.count,
             base_timestamp=self.base_timestamp,
             max_timestamp=self.max_timestamp,
