@@ -1,12 +1,12 @@
 """Client-side fast path: a batch's records section, encoded record by record as they come.
 
 The producer used to keep a :class:`~odradek.records.batch.Record` per record until its batch
-was sent, then encode them all. That is an object per record that lives until the broker
-answers (the garbage collector walks it again and again meanwhile) and a list of nine parts
-per record to join. Here each record is encoded into one growing ``bytearray`` the moment it
-is appended; only its timestamp is kept (for the record's metadata). The bytes are exactly
-those :func:`~odradek.records.batch.build_batch` writes for the same records (the tests
-compare them). The broker does not use this module.
+was sent, then encode them all: an object per record that lives until the broker answers
+(the garbage collector walks it again and again meanwhile). Here each record is encoded the
+moment it is appended: its pieces go into the batch's one list of parts (no object per
+record), joined once when the batch is sent; only its timestamp is kept (for the record's
+metadata). The bytes are exactly those :func:`~odradek.records.batch.build_batch` writes for
+the same records (the tests compare them). The broker does not use this module.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ class RecordsAppender:
     """A records section being built: ``append`` encodes one record (offset delta = its
     position); ``len()`` is the record count; :meth:`encoded` hands the section over."""
 
-    __slots__ = ("base_timestamp", "buffer", "count", "max_timestamp", "timestamps")
+    __slots__ = ("base_timestamp", "count", "max_timestamp", "parts", "timestamps")
 
     def __init__(self) -> None:
-        self.buffer = bytearray()
+        # References to the pieces (cached varints, the caller's key and value), joined once
+        # by encoded(): a 64 KiB value is copied once, not again at every bytearray growth.
+        self.parts: list[bytes] = []
         self.count = 0
         self.base_timestamp = -1
         self.max_timestamp = -1
@@ -78,25 +80,24 @@ class RecordsAppender:
             size += n + len(value_length)
         header_bytes = _encode_headers(headers) if headers else _NO_HEADERS
         size += len(header_bytes)
-        buffer = self.buffer
-        buffer += _cache[size - _CACHE_MIN] if size <= _CACHE_MAX else encode_varint(size)
-        buffer += _ZERO_ATTRIBUTES
-        buffer += ts
-        buffer += offset
-        buffer += key_length
-        if key is not None:
-            buffer += key
-        buffer += value_length
-        if value is not None:
-            buffer += value
-        buffer += header_bytes
+        self.parts += (
+            _cache[size - _CACHE_MIN] if size <= _CACHE_MAX else encode_varint(size),
+            _ZERO_ATTRIBUTES,
+            ts,
+            offset,
+            key_length,
+            b"" if key is None else key,
+            value_length,
+            b"" if value is None else value,
+            header_bytes,
+        )
         self.timestamps.append(timestamp_ms)
         self.count = count + 1
 
     def encoded(self) -> EncodedRecords:
         """The section so far, for :func:`~odradek.records.batch.build_encoded_batch`."""
         return EncodedRecords(
-            section=bytes(self.buffer),  # some codecs (lz4) take bytes only
+            section=b"".join(self.parts),
             count=self.count,
             base_timestamp=self.base_timestamp,
             max_timestamp=self.max_timestamp,
