@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.records import Compression, CorruptRecordError, Record, build_batch, decode_batch
-from odradek.records.fast_decode import decode_batch_into
+from odradek.records.fast_decode import NO_HEADERS, decode_batch_into
 from tests.records.test_fuzz import SAMPLES, craft, record, restamp
 
 NOW = 1_700_000_000_000
@@ -133,3 +133,23 @@ def test_lying_lengths_fail_alike(section: bytes) -> None:
     raw = craft(section, 1)
     assert outcome(lambda: fast(raw)) is CorruptRecordError
     assert outcome(lambda: reference(raw)) is CorruptRecordError
+
+
+def test_records_without_headers_share_one_read_only_list() -> None:
+    raw = build_batch([Record(b"a"), Record(b"b", headers=[("h", b"x")]), Record(b"c")])
+    out: list[Target] = []
+    decode_batch_into(raw, 0, Target, {"topic": "t", "partition": 3}, out.append,
+                      no_headers=NO_HEADERS)  # fmt: skip
+    assert [r.headers for r in out] == [[], [("h", b"x")], []]
+    assert out[0].headers is out[2].headers is NO_HEADERS
+    assert out[1].headers is not NO_HEADERS
+    for mutate in (
+        lambda h: h.append(("h", None)),
+        lambda h: h.extend([("h", None)]),
+        lambda h: h.insert(0, ("h", None)),
+        lambda h: h.__iadd__([("h", None)]),
+        lambda h: h.__setitem__(slice(0, 0), [("h", None)]),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            mutate(out[0].headers)
+    assert NO_HEADERS == [] and len(NO_HEADERS) == 0

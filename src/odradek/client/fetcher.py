@@ -43,7 +43,7 @@ from odradek.client.versions import FETCH, LIST_OFFSETS
 from odradek.records.batch import decode_batch
 from odradek.records.control import ControlType, peek_control_type
 from odradek.records.errors import CorruptRecordError
-from odradek.records.fast_decode import decode_batch_into
+from odradek.records.fast_decode import NO_HEADERS, decode_batch_into
 from odradek.records.header import BatchHeader, iter_headers
 
 log = logging.getLogger(__name__)
@@ -644,6 +644,7 @@ class Consumer(ClientUser):
                     },
                     append,
                     min_offset=offset,
+                    no_headers=NO_HEADERS,
                 )
         except CorruptRecordError as exc:
             state.buffer.clear()

@@ -30,11 +30,29 @@ from odradek.records.header import (
 )
 from odradek.records.varint import decode_varint, decode_varlong
 
-__all__ = ["decode_batch_into"]
+__all__ = ["NO_HEADERS", "ReadOnlyEmptyList", "decode_batch_into"]
 
 _MIN_RECORD_BODY = MIN_RECORD_SIZE - 1
 # The slots every target class must have; the decoder fills them per record.
 _PER_RECORD = ("offset", "timestamp_ms", "key", "value", "headers")
+
+
+class ReadOnlyEmptyList(list):  # type: ignore[type-arg]
+    """An empty list that refuses to change: one shared instance stands for "no headers" in
+    every decoded record instead of a new list each (half the consumer's tracked objects,
+    and so of its garbage collection). Java's consumer makes a fetched record's headers
+    read-only too (``RecordHeaders.setReadOnly``)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> Any:
+        raise TypeError("a fetched record's headers are read-only")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
+NO_HEADERS = ReadOnlyEmptyList()
 
 
 def decode_batch_into(
@@ -46,13 +64,16 @@ def decode_batch_into(
     *,
     min_offset: int = 0,
     max_uncompressed: int | None = None,
+    no_headers: list[tuple[str, bytes | None]] | None = None,
 ) -> tuple[BatchHeader, int]:
     """Decode the batch at ``pos`` (its CRC already checked by the caller) into ``cls`` objects.
 
-    ``cls`` has ``__slots__`` including offset, timestamp_ms, key, value and headers (a fresh
-    list per record); ``fixed`` gives the value of each other slot, the same for every record
-    (topic, partition...). Each record at or after ``min_offset`` is passed to ``append``.
-    Returns the batch header and how many records were appended.
+    ``cls`` has ``__slots__`` including offset, timestamp_ms, key, value and headers (a list;
+    records without headers all get ``no_headers`` when given, a read-only empty list such as
+    :data:`NO_HEADERS`, else a fresh list each); ``fixed`` gives the value of each other
+    slot, the same for every record (topic, partition...). Each record at or after
+    ``min_offset`` is passed to ``append``. Returns the batch header and how many records
+    were appended.
     """
     header = parse_header(buf, pos)
     size = header.size
@@ -78,7 +99,7 @@ def decode_batch_into(
     )
     return header, _decode(
         data, header, pos, cls, constant, set_offset, set_timestamp, set_key, set_value,
-        set_headers, append, min_offset,
+        set_headers, append, min_offset, no_headers,
     )  # fmt: skip
 
 
@@ -95,6 +116,7 @@ def _decode(
     set_headers: Callable[[Any, Any], None],
     append: Callable[[Any], Any],
     min_offset: int,
+    no_headers: list[tuple[str, bytes | None]] | None,
 ) -> int:
     count = header.records_count
     end = len(data)
@@ -202,7 +224,7 @@ def _decode(
                 value = data[pos:stop]
                 pos = stop
             if data[pos] == 0:
-                headers: list[tuple[str, bytes | None]] = []
+                headers = [] if no_headers is None else no_headers
                 pos += 1
             else:
                 headers, pos = _decode_headers(data, pos, record_end)
