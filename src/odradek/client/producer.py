@@ -372,7 +372,11 @@ class Producer(ClientUser):
             except TimeoutError:
                 pass
             finally:
-                self._sender.cancel()
+                # Cancel until it ends: on Python 3.11 the sender's asyncio.wait_for on its
+                # wake-up event swallows a cancellation that meets the event being set.
+                while not self._sender.done():
+                    self._sender.cancel()
+                    await asyncio.wait((self._sender,), timeout=0.1)
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._sender
         for task in list(self._request_tasks):
