@@ -182,6 +182,37 @@ async def test_timeout_closes_the_connection_and_fails_the_other_requests() -> N
         release.set()
 
 
+async def test_cancellation_in_the_iteration_the_response_arrives_is_not_swallowed() -> None:
+    # asyncio.wait_for on Python 3.11 returns the result and drops the cancellation when both
+    # happen in one loop iteration: a GroupConsumer's heartbeat task then survived close()'s
+    # cancel, close() hung and the group's next rebalance waited for the rebalance timeout.
+    async with FakeCluster() as cluster:
+        release = asyncio.Event()
+
+        async def stall(broker, api_key, version, request):
+            if api_key == METADATA:
+                await release.wait()
+            return None
+
+        cluster.intercept(stall)
+        conn = BrokerConnection("127.0.0.1", cluster.brokers[0].port)
+        await conn.connect()
+        try:
+            task = asyncio.create_task(conn.send(metadata_request(5, [])))
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if conn._pending:
+                    break
+            (pending,) = conn._pending.values()
+            pending.future.set_result("the response")  # arrives...
+            task.cancel()  # ...as the caller is cancelled
+            await asyncio.wait((task,), timeout=5)
+            assert task.cancelled()
+        finally:
+            release.set()
+            await conn.close()
+
+
 async def test_connection_refused_is_a_one_line_client_error() -> None:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]

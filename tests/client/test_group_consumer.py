@@ -4,6 +4,7 @@ static membership, commits, positions, poll timeouts, pattern subscriptions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -355,3 +356,38 @@ async def test_close_after_an_abandoned_join_does_not_wait_for_the_rebalance(
         started = time.monotonic()
         await asyncio.wait_for(joiner.close(), 20)
         assert time.monotonic() - started < 10
+
+
+async def test_close_ends_heartbeats_even_if_their_cancellation_is_lost(
+    any_broker: PeerBroker,
+) -> None:
+    """On Python 3.11 asyncio.wait_for drops a cancellation that meets the response in one
+    loop iteration. A heartbeat loop that survived close()'s cancel kept close() waiting
+    forever (found with 10 members on 100 partitions: the group then stalled for the
+    rebalance timeout). Here the heartbeat swallows the cancel on purpose."""
+    bootstrap = any_broker.bootstrap
+    topic, group = await setup_topic(bootstrap, 2), unique("g")
+    consumer = GroupConsumer(bootstrap, group_id=group, **FAST)
+    await consumer.start()
+    try:
+        consumer.subscribe([topic])
+        await poll_until([consumer], lambda: len(consumer.assignment()) == 2)
+        coordinator = consumer._coordinator
+        assert coordinator is not None
+        real_heartbeat = coordinator.heartbeat
+        in_heartbeat = asyncio.Event()
+
+        async def swallowing_heartbeat() -> int:
+            in_heartbeat.set()
+            try:
+                await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                pass  # what wait_for did when the answer came with the cancellation
+            return await real_heartbeat()
+
+        coordinator.heartbeat = swallowing_heartbeat  # type: ignore[method-assign]
+        await asyncio.wait_for(in_heartbeat.wait(), 10)
+        await asyncio.wait_for(consumer.close(), 15)
+    finally:
+        with contextlib.suppress(TimeoutError):  # if the test failed: don't hang here too
+            await asyncio.wait_for(consumer.close(), 5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -469,6 +470,32 @@ async def test_close_with_a_timeout_fails_what_is_not_acknowledged() -> None:
         with pytest.raises(ClientError, match="closed before the record was acknowledged"):
             await future
         stall.set()
+
+
+async def test_close_ends_a_sender_that_swallowed_its_cancellation() -> None:
+    # asyncio.wait_for on Python 3.11 (the sender's wait for its wake-up event) drops a
+    # cancellation that meets the event being set; close() must not wait on forever.
+    async with FakeCluster() as cluster:
+        producer = Producer(cluster.bootstrap, linger_ms=0)
+        await producer.start()
+        assert producer._sender is not None
+        producer._sender.cancel()
+        await asyncio.gather(producer._sender, return_exceptions=True)
+        swallowed = asyncio.Event()
+
+        async def stubborn_sender() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                swallowed.set()  # as wait_for did when the event was set at the same time
+            await asyncio.sleep(3600)
+
+        producer._sender = asyncio.create_task(stubborn_sender())
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        await asyncio.wait_for(producer.close(timeout_ms=0), 10)
+        assert time.monotonic() - started < 5  # not ended by wait_for's own timeout
+        assert swallowed.is_set() and producer._sender.cancelled()
 
 
 @settings(max_examples=15, deadline=None)

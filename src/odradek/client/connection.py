@@ -264,9 +264,14 @@ class BrokerConnection:
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
             await self._drain()
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            if future.done() and not future.cancelled():
+            # Not asyncio.wait_for: on Python 3.11, when the caller is cancelled in the loop
+            # iteration the response arrives, wait_for returns the response and swallows
+            # the cancellation (CPython gh-86296). A heartbeat loop cancelled by close() then
+            # went on heartbeating, close() waited for it forever and, its poll() no longer
+            # called, the member blocked the group's next rebalance for the rebalance
+            # timeout. asyncio.wait never swallows a cancellation.
+            await asyncio.wait((future,), timeout=timeout)
+            if future.done():
                 return future.result()
             message = (
                 f"{api_name(api_key)} request to {self.label} timed out after "

@@ -43,6 +43,7 @@ from odradek.client.versions import FETCH, LIST_OFFSETS
 from odradek.records.batch import decode_batch
 from odradek.records.control import ControlType, peek_control_type
 from odradek.records.errors import CorruptRecordError
+from odradek.records.fast_decode import NO_HEADERS, decode_batch_into
 from odradek.records.header import BatchHeader, iter_headers
 
 log = logging.getLogger(__name__)
@@ -91,42 +92,8 @@ class ConsumerRecord:
     leader_epoch: int = -1  # the batch's partition leader epoch; -1 when unknown
 
 
-# ConsumerRecord's generated __init__ (frozen: object.__setattr__ per field) cost ~3 us a
-# record, as much as decoding it. The consumer builds its records through the slot
-# descriptors instead, which a frozen class's __setattr__ does not guard: same objects.
-_SLOT_SETTERS = tuple(
-    ConsumerRecord.__dict__[name].__set__
-    for name in (
-        "topic", "partition", "offset", "timestamp_ms", "timestamp_type",
-        "key", "value", "headers", "leader_epoch",
-    )
-)  # fmt: skip
-
-
-def _consumer_record(
-    topic: str,
-    partition: int,
-    offset: int,
-    timestamp_ms: int,
-    timestamp_type: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: list[tuple[str, bytes | None]],
-    leader_epoch: int,
-    _new: Any = object.__new__,
-    _set: tuple[Any, ...] = _SLOT_SETTERS,
-) -> ConsumerRecord:
-    record = _new(ConsumerRecord)
-    _set[0](record, topic)
-    _set[1](record, partition)
-    _set[2](record, offset)
-    _set[3](record, timestamp_ms)
-    _set[4](record, timestamp_type)
-    _set[5](record, key)
-    _set[6](record, value)
-    _set[7](record, headers)
-    _set[8](record, leader_epoch)
-    return record
+# The consumer builds ConsumerRecords with odradek.records.fast_decode, through their slot
+# descriptors: the generated frozen __init__ (object.__setattr__ per field) cost ~3 us a record.
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,10 +518,16 @@ class Consumer(ClientUser):
         for state in self._partitions.values():
             if state.paused or not state.buffer:
                 continue
-            while state.buffer and (max_records is None or len(out) < max_records):
-                record = state.buffer.popleft()
-                out.append(record)
-                state.position = record.offset + 1
+            buffer = state.buffer
+            if max_records is None or len(buffer) <= max_records - len(out):
+                out += buffer  # the whole buffer: no per-record bookkeeping
+                state.position = buffer[-1].offset + 1
+                buffer.clear()
+            else:
+                popleft = buffer.popleft
+                for _ in range(max_records - len(out)):
+                    out.append(popleft())
+                state.position = out[-1].offset + 1
             if not state.buffer and state.fetch_next is not None:
                 state.position = max(state.position or 0, state.fetch_next)
                 state.fetch_next = None
@@ -654,27 +627,25 @@ class Consumer(ClientUser):
                 verify_crc=self.check_crcs,
             )
             topic, partition = tp
-            for position, _header in kept:
-                batch = decode_batch(data, position, verify_crc=False)
-                timestamp_type = LOG_APPEND_TIME if batch.header.is_log_append_time else CREATE_TIME
-                epoch = batch.header.partition_leader_epoch
-                append = state.buffer.append
-                for record in batch.records:
-                    if record.offset < offset:
-                        continue  # a compressed batch comes whole, even its consumed part
-                    append(
-                        _consumer_record(
-                            topic,
-                            partition,
-                            record.offset,
-                            record.timestamp_ms,
-                            timestamp_type,
-                            record.key,
-                            record.value,
-                            record.headers,
-                            epoch,
-                        )
-                    )
+            append = state.buffer.append
+            for position, header in kept:
+                # Straight into ConsumerRecords: one object per record, not two.
+                decode_batch_into(
+                    data,
+                    position,
+                    ConsumerRecord,
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "timestamp_type": (
+                            LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME
+                        ),
+                        "leader_epoch": header.partition_leader_epoch,
+                    },
+                    append,
+                    min_offset=offset,
+                    no_headers=NO_HEADERS,
+                )
         except CorruptRecordError as exc:
             state.buffer.clear()
             raise KafkaError(

@@ -204,6 +204,7 @@ class GroupConsumer(Consumer):
         self._last_poll = time.monotonic()
         self._next_auto_commit = time.monotonic() + auto_commit_interval_ms / 1000
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._stop_heartbeats = False  # set by close(), in case a cancellation is lost
         self._rebalance_lock = asyncio.Lock()
 
     # -- subscription --------------------------------------------------------------------------
@@ -278,6 +279,10 @@ class GroupConsumer(Consumer):
         if self._closed:
             return
         if self._heartbeat_task is not None:
+            # The flag as well as the cancel: a cancellation that meets a response in the
+            # same loop iteration can be swallowed (asyncio.wait_for on Python 3.11), and a
+            # heartbeat loop that goes on would make this close() wait forever.
+            self._stop_heartbeats = True
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
@@ -366,7 +371,7 @@ class GroupConsumer(Consumer):
         assert self._coordinator is not None
         coordinator = self._coordinator
         interval = self.heartbeat_interval_ms / 1000
-        while not self._closed:
+        while not self._closed and not self._stop_heartbeats:
             await asyncio.sleep(min(interval, self.max_poll_interval_ms / 1000 / 4))
             if self._joining or coordinator.generation < 0:
                 continue

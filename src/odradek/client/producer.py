@@ -71,6 +71,7 @@ from odradek.client.errors import (
 from odradek.client.partitioner import Partitioner, PartitionerFn
 from odradek.client.transactions import BUMP_CODES, FATAL_CODES, State, TransactionManager
 from odradek.client.versions import INIT_PRODUCER_ID, PRODUCE
+from odradek.records.appender import RecordsAppender
 from odradek.records.batch import EncodedRecords, Record, build_batch, build_encoded_batch
 from odradek.records.compression import Compression
 from odradek.records.header import compute_crc
@@ -103,6 +104,14 @@ class RecordMetadata:
     partition: int
     offset: int
     timestamp_ms: int
+
+
+# RecordMetadata's generated frozen __init__ (object.__setattr__ per field) is most of the
+# cost of resolving a record's future; complete() fills the slots directly instead.
+_METADATA_SLOTS = tuple(
+    RecordMetadata.__dict__[name].__set__
+    for name in ("topic", "partition", "offset", "timestamp_ms")
+)
 
 
 def _record_size(record: Record) -> int:
@@ -140,7 +149,9 @@ class _Batch:
 
     def __init__(self, tp: TopicPartition, now: float) -> None:
         self.tp = tp
-        self.records: list[Record] | EncodedRecords = []
+        # send() encodes each record as it comes (RecordsAppender); send_batch() hands in
+        # Records or an already encoded section.
+        self.records: RecordsAppender | list[Record] | EncodedRecords = RecordsAppender()
         # One per record from send(); send_batch() only wants the first record's, so the
         # rest are None (a future per record was half the Spark sink's CPU).
         self.futures: list[asyncio.Future[RecordMetadata] | None] = []
@@ -170,18 +181,26 @@ class _Batch:
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
         topic, partition = self.tp
-        encoded = isinstance(self.records, EncodedRecords)
+        records = self.records
+        if log_append_time_ms >= 0:
+            timestamps: Sequence[int] = [log_append_time_ms] * len(records)
+        elif isinstance(records, RecordsAppender):
+            timestamps = records.timestamps
+        elif isinstance(records, EncodedRecords):
+            timestamps = [records.base_timestamp] * len(records)
+        else:
+            timestamps = [r.timestamp_ms or -1 for r in records]
+        new = object.__new__
+        set_topic, set_partition, set_offset, set_timestamp = _METADATA_SLOTS
         for index, future in enumerate(self.futures):
             if future is None or future.done():
                 continue
-            offset = base_offset + index if base_offset >= 0 else -1
-            if log_append_time_ms >= 0:
-                timestamp = log_append_time_ms
-            elif encoded:
-                timestamp = self.records.base_timestamp  # type: ignore[union-attr]
-            else:
-                timestamp = self.records[index].timestamp_ms  # type: ignore[index]
-            future.set_result(RecordMetadata(topic, partition, offset, int(timestamp or -1)))
+            metadata = new(RecordMetadata)
+            set_topic(metadata, topic)
+            set_partition(metadata, partition)
+            set_offset(metadata, base_offset + index if base_offset >= 0 else -1)
+            set_timestamp(metadata, timestamps[index])
+            future.set_result(metadata)
         if not self.done.done():
             self.done.set_result(None)
 
@@ -333,6 +352,9 @@ class Producer(ClientUser):
         if self.idempotent and self._txn is None:  # transactional: init_transactions() does it
             await self._init_producer_id()
         self._sender = asyncio.create_task(self._run_sender(), name="odradek-producer-sender")
+        # send() makes its futures on this loop: asyncio.get_running_loop() checks getpid(),
+        # a system call per record.
+        self._loop = asyncio.get_running_loop()
         self._started = True
 
     async def close(self, timeout_ms: int | None = None) -> None:
@@ -350,7 +372,11 @@ class Producer(ClientUser):
             except TimeoutError:
                 pass
             finally:
-                self._sender.cancel()
+                # Cancel until it ends: on Python 3.11 the sender's asyncio.wait_for on its
+                # wake-up event swallows a cancellation that meets the event being set.
+                while not self._sender.done():
+                    self._sender.cancel()
+                    await asyncio.wait((self._sender,), timeout=0.1)
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._sender
         for task in list(self._request_tasks):
@@ -403,19 +429,34 @@ class Producer(ClientUser):
             and timestamp_ms is None
         ):
             # The common case, without the general path's checks and copies.
-            record = Record(value, key, (), int(time.time() * 1000))
+            headers, timestamp_ms = (), int(time.time() * 1000)
             size = _RECORD_OVERHEAD + len(value) + (len(key) if key is not None else 0)
         else:
             record = self._make_record(value, key, headers, timestamp_ms)
+            value, key, headers = record.value, record.key, record.headers
+            timestamp_ms = record.timestamp_ms
             size = _record_size(record)
-        self._check_size(size + _BATCH_OVERHEAD)
-        partition = await self._choose_partition(topic, key, partition)
+        if size + _BATCH_OVERHEAD > min(self.max_request_size, self.buffer_memory):
+            self._check_size(size + _BATCH_OVERHEAD)
+        # _choose_partition inline while the topic's metadata is cached: a coroutine per
+        # record costs as much as encoding it.
+        cached = self._topic_cache.get(topic)
+        if (
+            cached is None
+            or cached[0] != self._client.metadata_generation
+            or not (
+                partition is None or (type(partition) is int and 0 <= partition < len(cached[1]))
+            )
+        ):
+            partition = await self._choose_partition(topic, key, partition)
+        elif partition is None:
+            partition = self.partitioner.partition(topic, key, cached[1], cached[2])
         if self._buffered + size <= self.buffer_memory:
             self._buffered += size
         else:
             await self._reserve(size, time.monotonic() + self.max_block_ms / 1000)
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        if self._append(topic, partition, record, size, future):
+        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self._loop)
+        if self._append(topic, partition, value, key, headers, timestamp_ms, size, future):
             # A batch just filled up. Let the sender ship it now, while the caller goes on
             # filling the next: a caller sending in a tight loop never yields otherwise, and
             # everything would wait for flush() (aiokafka's send waits for the drain there).
@@ -751,7 +792,10 @@ class Producer(ClientUser):
         self,
         topic: str,
         partition: int,
-        record: Record,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        timestamp_ms: int,
         size: int,
         future: asyncio.Future[RecordMetadata],
     ) -> bool:
@@ -769,7 +813,7 @@ class Producer(ClientUser):
             batch = _Batch(tp, time.monotonic())
             queue.append(batch)
             self._wakeup.set()  # a new batch starts a linger timer the sender must know about
-        batch.records.append(record)
+        batch.records.append(value, key, headers, timestamp_ms)  # type: ignore[call-arg,union-attr]
         batch.futures.append(future)
         batch.size += size
         if batch.size >= self.batch_size:
@@ -1011,9 +1055,10 @@ class Producer(ClientUser):
             sequence = state.next_sequence
             state.next_sequence = (sequence + len(batch.records)) % MAX_SEQUENCE
             self._stamp(batch, self.producer_id, self.producer_epoch, sequence)
-        if batch.encoded is None and isinstance(batch.records, EncodedRecords):
+        if batch.encoded is None and isinstance(batch.records, EncodedRecords | RecordsAppender):
+            records = batch.records
             batch.encoded = build_encoded_batch(
-                batch.records,
+                records if isinstance(records, EncodedRecords) else records.encoded(),
                 compression=self.compression,
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
@@ -1022,7 +1067,7 @@ class Producer(ClientUser):
             )
         if batch.encoded is None:
             batch.encoded = build_batch(
-                batch.records,
+                batch.records,  # type: ignore[arg-type]
                 compression=self.compression,
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
