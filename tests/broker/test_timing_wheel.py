@@ -280,3 +280,28 @@ def test_driver_stop_is_synchronous_and_wait_stopped_awaits() -> None:
         assert not driver.running
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_wakeup_in_the_same_step_as_stop_does_not_lose_the_stop() -> None:
+    # On Python 3.11 asyncio.wait_for returns the result of an awaitable that completes in
+    # the step a cancellation arrives, dropping the cancellation (CPython gh-86296): the
+    # driver then ran on and wait_stopped() never returned (a purgatory drain wakes the
+    # driver just before a broker stops it).
+    async def main() -> None:
+        driver = TimerDriver(Timer())
+        driver.start()
+        await asyncio.sleep(0.05)  # the driver is asleep, waiting to be woken
+        task = next(t for t in asyncio.all_tasks() if t.get_name() == "timer-driver")
+
+        async def wake_then_stop() -> None:  # all in one step, as a broker's shutdown does
+            driver.wake()
+            driver.stop()
+            await driver.wait_stopped()
+
+        stopper = asyncio.ensure_future(wake_then_stop())
+        await asyncio.wait({stopper}, timeout=3)  # (wait_for would cancel it: a second stop)
+        stopped = stopper.done()
+        stopper.cancel()
+        assert stopped and task.done()
+
+    asyncio.run(main())
