@@ -20,12 +20,10 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
+from odradek.cli.zookeeper import connect_zookeeper
 
 if TYPE_CHECKING:
     from odradek.client.metadata import ClusterMetadata
-
-ZK_TIMEOUT_MS = 10000
-
 
 async def _describe(bootstrap_server: str) -> ClusterMetadata:
     from odradek.client.admin import Admin
@@ -39,15 +37,9 @@ async def _describe(bootstrap_server: str) -> ClusterMetadata:
 
 
 def _controller_epoch(connect: str) -> int | None:
-    from odradek.cluster.zk.client import ZkClient
     from odradek.cluster.zk.errors import ZooKeeperError
 
-    try:
-        zk = ZkClient.connect(
-            connect, session_timeout_ms=ZK_TIMEOUT_MS, connection_timeout_ms=ZK_TIMEOUT_MS
-        )
-    except (ZooKeeperError, ValueError) as exc:
-        raise CliError(f"cannot reach ZooKeeper at {connect}: {exc}") from None
+    zk = connect_zookeeper(connect)
     try:
         found = zk.get_controller_epoch()
     except ZooKeeperError as exc:

@@ -23,8 +23,8 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
+from odradek.cli.zookeeper import connect_zookeeper
 
-ZK_TIMEOUT_MS = 10000
 _ENTRY = re.compile(r"\s*(SCRAM-SHA-(?:256|512))=\[([^\]]*)\]\s*(?:,|$)")
 
 
@@ -91,7 +91,6 @@ def _add_in_zookeeper(connect: str, name: str, entries: list[tuple[str, str, int
         MECHANISMS,
         credential_from_password,
     )
-    from odradek.cluster.zk.client import ZkClient
     from odradek.cluster.zk.errors import ZooKeeperError
     from odradek.cluster.zk.user_configs import read_all, write_scram
 
@@ -101,12 +100,7 @@ def _add_in_zookeeper(connect: str, name: str, entries: list[tuple[str, str, int
                 f"--add-config: {mechanism} iterations must be between "
                 f"{MECHANISMS[mechanism][1]} and {MAX_ITERATIONS}"
             )
-    try:
-        zk = ZkClient.connect(
-            connect, session_timeout_ms=ZK_TIMEOUT_MS, connection_timeout_ms=ZK_TIMEOUT_MS
-        )
-    except (ZooKeeperError, ValueError) as exc:
-        raise CliError(f"cannot reach ZooKeeper at {connect}: {exc}") from None
+    zk = connect_zookeeper(connect)
     try:
         kept = read_all(zk)[1].get(name, {})
         kept.update(
