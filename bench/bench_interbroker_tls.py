@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Producer
+from bench_replication import produce  # this script's folder is on sys.path
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
 from tests.helpers.certs import make_pki
@@ -34,22 +34,6 @@ SCRAM_JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
     'username="broker" password="broker-secret";'
 )
-
-
-def produce(bootstrap: str, topic: str, count: int, acks: str) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
-    payload = b"x" * 100
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    assert producer.flush(120) == 0
-    return count / (time.perf_counter() - started)
 
 
 def start_cluster(root: Path, zk_connect: str, secured: bool) -> list[BrokerProcess]:
