@@ -104,9 +104,16 @@ class BrokerProcess:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # Leave the evidence before killing it: every thread's and task's stack.
+            self.proc.send_signal(signal.SIGUSR1)
+            self.proc.send_signal(signal.SIGUSR2)
+            time.sleep(1.0)
             self.proc.kill()
             self.proc.wait(10)
-            raise RuntimeError("broker did not stop within the timeout after SIGTERM") from None
+            raise RuntimeError(
+                "broker did not stop within the timeout after SIGTERM; log:\n"
+                + self.log_text()[-20000:]
+            ) from None
 
     def kill(self) -> None:
         """Crash it (SIGKILL)."""

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from odradek.broker import cluster_mode
+from odradek.broker import cluster_mode, stack_dump
 from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
@@ -806,6 +806,7 @@ def stop_on_signals() -> asyncio.Event:
 async def run_server(config: BrokerConfig) -> None:
     """Start a broker and serve until SIGTERM/SIGINT (the `odradek server` command)."""
     server = KafkaServer(config)
+    stack_dump.install(asyncio.get_running_loop())
     # Before start(): the listener opens before start-up ends (cluster registration, the
     # controller), and a SIGTERM in that window must still mean a graceful stop.
     stop = stop_on_signals()
