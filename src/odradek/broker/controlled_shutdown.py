@@ -23,6 +23,7 @@ from typing import Any
 
 from kio.static.primitive import i32, i64
 
+from odradek import timeouts
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.cluster.controller.channel import exchange
 from odradek.cluster.peer import Connector
@@ -96,7 +97,7 @@ async def _ask_controller(
         request = interbroker.request_class(interbroker.CONTROLLED_SHUTDOWN, VERSION)(
             broker_id=i32(broker_id), broker_epoch=i64(broker_epoch)
         )
-        return await asyncio.wait_for(
+        return await timeouts.wait_for(
             exchange(
                 reader,
                 writer,

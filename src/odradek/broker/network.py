@@ -79,6 +79,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek import timeouts
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.logformat import current_request
 from odradek.protocol.build import build_response
@@ -1214,6 +1215,6 @@ class NetworkServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._connections.clear()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), timeout=max(timeout, 1))
+            await timeouts.wait_for(server.wait_closed(), timeout=max(timeout, 1))
         if self._own_executor:
             self.executor.shutdown(wait=False)

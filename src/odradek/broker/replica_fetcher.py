@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
 
+from odradek import timeouts
 from odradek.broker.fetch_session_handler import FetchSessionHandler
 from odradek.broker.replica_manager import Partition, ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuota
@@ -206,7 +207,7 @@ class ReplicaFetcher:
     async def _send(self, api_key: int, version: int, request: Any, timeout_s: float) -> Any:
         assert self._link is not None
         self._correlation_id += 1
-        return await asyncio.wait_for(
+        return await timeouts.wait_for(
             exchange(
                 self._link.reader,
                 self._link.writer,

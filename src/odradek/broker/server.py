@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from odradek import timeouts
 from odradek.broker import cluster_mode, stack_dump
 from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
@@ -445,7 +446,7 @@ class KafkaServer:
                 # Bounded: a broker cut off from ZooKeeper or its controller must still
                 # stop; the end of its session moves leadership all the same.
                 leave_timeout_s = cluster_mode.leave_cluster_timeout_s(self.config)
-                await asyncio.wait_for(
+                await timeouts.wait_for(
                     cluster_mode.leave_cluster(
                         self.cluster, self.config, self.cluster_parts, self.controller
                     ),

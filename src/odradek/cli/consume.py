@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from odradek import timeouts
 from odradek.cli.consume_group import LEAVE_TIMEOUT_S, seek_to_start
 from odradek.cli.errors import CliError
 from odradek.cli.output import (
@@ -209,7 +210,7 @@ async def consume_records(
         loop.remove_signal_handler(signal.SIGTERM)
         try:
             # A group member commits what was printed and leaves the group here.
-            await asyncio.wait_for(consumer.close(), LEAVE_TIMEOUT_S)
+            await timeouts.wait_for(consumer.close(), LEAVE_TIMEOUT_S)
         except TimeoutError:
             pass  # the coordinator expires the member after its session timeout
         if consuming:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek import timeouts
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 from odradek.cli.reassign_json import (
@@ -282,7 +283,7 @@ async def _sizes_on(
     """The size of each of ``partitions`` on ``broker`` (a replica it does not have yet is
     left out); None when the broker does not answer within LOG_DIRS_TIMEOUT_S."""
     try:
-        found = await asyncio.wait_for(
+        found = await timeouts.wait_for(
             admin.describe_log_dirs([broker], partitions), LOG_DIRS_TIMEOUT_S
         )
     except (TimeoutError, OSError, KafkaError):

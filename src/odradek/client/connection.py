@@ -30,6 +30,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek import timeouts
 from odradek.client.entities import api_name, build_request
 from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
 from odradek.client.security import ClientSecurity
@@ -117,7 +118,7 @@ class BrokerConnection:
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
             tls = self.security.ssl_context if self.security is not None else None
-            self._reader, self._writer = await asyncio.wait_for(
+            self._reader, self._writer = await timeouts.wait_for(
                 asyncio.open_connection(
                     self.host, self.port, ssl=tls, server_hostname=self.host if tls else None
                 ),

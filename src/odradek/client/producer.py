@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek import timeouts
 from odradek.client.core import METADATA_REFRESH_ERRORS, ClientUser, KafkaClient
 from odradek.client.entities import build_request, epoch_ms
 from odradek.client.errors import (
@@ -365,7 +366,7 @@ class Producer(ClientUser):
         self._wakeup.set()
         if self._sender is not None:
             try:
-                await asyncio.wait_for(
+                await timeouts.wait_for(
                     asyncio.shield(self._sender),
                     None if timeout_ms is None else timeout_ms / 1000,
                 )
@@ -781,7 +782,7 @@ class Producer(ClientUser):
                 )
             self._space_freed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._space_freed.wait(), remaining)
+                await timeouts.wait_for(self._space_freed.wait(), remaining)
         self._buffered += size
 
     def _release(self, batch: _Batch) -> None:
@@ -961,7 +962,7 @@ class Producer(ClientUser):
                 await asyncio.sleep(0)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait)
+                await timeouts.wait_for(self._wakeup.wait(), wait)
 
     def _drain(self, now: float) -> tuple[float | None, bool]:
         """Send what is ready; return (how long the sender may sleep (None: until woken),

@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from odradek import timeouts
+
 __all__ = ["AuthenticationError", "Connector", "PeerLink", "open_plaintext"]
 
 
@@ -42,5 +44,5 @@ Connector = Callable[[str, int, float, str], Awaitable[PeerLink]]
 
 
 async def open_plaintext(host: str, port: int, timeout_s: float, _client_id: str) -> PeerLink:
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    reader, writer = await timeouts.wait_for(asyncio.open_connection(host, port), timeout_s)
     return PeerLink(reader, writer)

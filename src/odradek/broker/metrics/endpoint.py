@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
 
+from odradek import timeouts
+
 log = logging.getLogger(__name__)
 
 # Longest request head accepted, and how long a client may take to send it.
@@ -81,7 +83,7 @@ class MetricsEndpoint:
         for task in list(self._clients):
             task.cancel()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._server.wait_closed(), 2)
+            await timeouts.wait_for(self._server.wait_closed(), 2)
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -90,7 +92,7 @@ class MetricsEndpoint:
             self._clients.add(task)
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+                head = await timeouts.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v2 import request as list_offsets_v2
 
+from odradek import timeouts
 from odradek.cluster.controller.channel import exchange
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class RemoteHighWatermarks:
         address = self._address_of(leader)
         if address is None:
             return {}
-        return await asyncio.wait_for(self._exchange(address, tps), self._timeout_s)
+        return await timeouts.wait_for(self._exchange(address, tps), self._timeout_s)
 
     async def _exchange(
         self, address: tuple[str, int], tps: list[TopicPartition]

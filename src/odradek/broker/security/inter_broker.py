@@ -35,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
+from odradek import timeouts
 from odradek.broker.listeners import Endpoint
 from odradek.broker.security import scram
 from odradek.broker.security.jaas import JaasError, parse_jaas
@@ -75,7 +76,7 @@ class InterBrokerSecurity:
     async def connect(self, host: str, port: int, timeout_s: float, client_id: str) -> PeerLink:
         """An open, authenticated link to another broker's inter-broker listener."""
         try:
-            reader, writer = await asyncio.wait_for(
+            reader, writer = await timeouts.wait_for(
                 asyncio.open_connection(
                     host,
                     port,
@@ -93,7 +94,7 @@ class InterBrokerSecurity:
         if self.mechanism is None:
             return link
         try:
-            lifetime_ms = await asyncio.wait_for(self._authenticate(link, client_id), timeout_s)
+            lifetime_ms = await timeouts.wait_for(self._authenticate(link, client_id), timeout_s)
         except ssl.SSLError as exc:  # TLS 1.3 reports a refused client certificate late
             link.close()
             raise AuthenticationError(

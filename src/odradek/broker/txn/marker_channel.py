@@ -29,6 +29,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import request as markers_v1
 
+from odradek import timeouts
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import NO_LEADER
 from odradek.broker.replica_manager import ReplicaManager
@@ -124,7 +125,7 @@ class _Destination:
             if self._link is None:
                 self._link = await self._connector(*address, self.timeout_s, self.name)
             self._correlation_id += 1
-            response = await asyncio.wait_for(
+            response = await timeouts.wait_for(
                 exchange(
                     self._link.reader,
                     self._link.writer,

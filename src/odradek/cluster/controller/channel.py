@@ -22,6 +22,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from odradek import timeouts
 from odradek.cluster.controller.request_batch import OutgoingRequest
 from odradek.cluster.peer import AuthenticationError, Connector, PeerLink, open_plaintext
 from odradek.cluster.zk.codecs import BrokerEndpoint, BrokerRegistration
@@ -111,7 +112,7 @@ class BrokerChannel:
             response = None
             while response is None:
                 try:
-                    response = await asyncio.wait_for(self._exchange(item), self.timeout_s)
+                    response = await timeouts.wait_for(self._exchange(item), self.timeout_s)
                 except AuthenticationError as exc:
                     # Retried every backoff: say it once, not ten times a second.
                     if str(exc) != self._last_failure:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek import timeouts
 from odradek.cluster.zk.client import ControllerEpoch
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class ControllerEventManager:
                 reply.set_exception(RuntimeError(f"{type(dropped).__name__}: controller stopped"))
         self._queue.put_nowait(None)
         try:
-            await asyncio.wait_for(self._task, 30)
+            await timeouts.wait_for(self._task, 30)
         except TimeoutError:
             self._task.cancel()
         self._task = None
