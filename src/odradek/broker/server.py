@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from odradek import timeouts
-from odradek.broker import cluster_mode, stack_dump
+from odradek.broker import cluster_mode, exit_watchdog, stack_dump
 from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
@@ -806,6 +806,16 @@ def stop_on_signals() -> asyncio.Event:
 
 async def run_server(config: BrokerConfig) -> None:
     """Start a broker and serve until SIGTERM/SIGINT (the `odradek server` command)."""
+    exit_code = 1
+    try:
+        await _serve(config)
+        exit_code = 0
+    finally:
+        # Whatever the interpreter's teardown still waits for, the process leaves.
+        exit_watchdog.arm(exit_code)
+
+
+async def _serve(config: BrokerConfig) -> None:
     server = KafkaServer(config)
     stack_dump.install(asyncio.get_running_loop())
     # Before start(): the listener opens before start-up ends (cluster registration, the
