@@ -19,7 +19,7 @@ def test_every_documented_kafka_key_is_accepted() -> None:
     # meaning for a lone broker.
     for name in ["process.roles", "controller.quorum.voters", "ssl.keystore.location",
                  "sasl.enabled.mechanisms", "remote.log.storage.system.enable",
-                 "num.recovery.threads.per.data.dir", "metric.reporters",
+                 "num.replica.alter.log.dirs.threads", "metric.reporters",
                  "controller.quota.window.num",
                  "log.cleaner.dedupe.buffer.size", "socket.send.buffer.bytes"]:  # fmt: skip
         assert name in KAFKA_BROKER_CONFIG_NAMES

@@ -238,6 +238,7 @@ def test_restart_after_a_crash_logs_recovery_progress(
     assert producer.flush(WAIT_S) == 0
     broker.kill()  # no clean shutdown: the next start must recover
     before = len(broker.log_text())
+    broker.overrides["num.recovery.threads.per.data.dir"] = "3"
     broker.start()
     deadline = time.monotonic() + WAIT_S
     while "loaded " not in broker.log_text()[before:] and time.monotonic() < deadline:
@@ -252,3 +253,4 @@ def test_restart_after_a_crash_logs_recovery_progress(
     assert {int(total) for _, total in steps} == {len(steps)}
     assert f"Completed load of log {topic}-0 with " in text
     assert "completed in " in text
+    assert "after an unclean shutdown (3 recovery threads)" in text

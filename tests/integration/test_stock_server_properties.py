@@ -69,13 +69,11 @@ def _warnings(log: str) -> list[str]:
     [
         (
             "kafka-server.properties",
-            ["num.recovery.threads.per.data.dir", "socket.receive.buffer.bytes",
-             "socket.send.buffer.bytes"],
+            ["socket.receive.buffer.bytes", "socket.send.buffer.bytes"],
         ),
         (
             "kafka-kraft-server.properties",
-            ["controller.listener.names", "controller.quorum.voters",
-             "num.recovery.threads.per.data.dir", "process.roles",
+            ["controller.listener.names", "controller.quorum.voters", "process.roles",
              "socket.receive.buffer.bytes", "socket.send.buffer.bytes"],
         ),
     ],

@@ -406,6 +406,13 @@ _KEYS: list[ConfigKey] = [
     ),
     ConfigKey("num.io.threads", "int", 8, "Threads for blocking storage work.", _at_least(1)),
     ConfigKey(
+        "num.recovery.threads.per.data.dir",
+        "int",
+        1,
+        "Threads that load (and after an unclean stop, recover) the logs at start-up.",
+        _at_least(1),
+    ),
+    ConfigKey(
         "append.thread.min.bytes",
         "int",
         -1,

@@ -234,6 +234,7 @@ class KafkaServer:
             broker_log_defaults(self.config, self.metadata.broker_configs()),
             clock=self._clock,
             producer_id_expiration_ms=self.config.get("producer.id.expiration.ms"),
+            recovery_threads=self.config.get("num.recovery.threads.per.data.dir"),
             topic_config=self._topic_log_config,
         )
         started = time.monotonic()

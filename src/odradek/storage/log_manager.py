@@ -221,8 +221,9 @@ class LogManager:
             fsync_dir(self.data_dir)
         self.had_clean_shutdown = clean
         logger.info(
-            "loaded %d logs from %s in %d ms after %s shutdown",
+            "loaded %d logs from %s in %d ms after %s shutdown (%d recovery threads)",
             len(loaded), self.data_dir, progress.elapsed_ms(), "a clean" if clean else "an unclean",
+            self._recovery_threads,
         )  # fmt: skip
 
     def shutdown(self) -> None:
