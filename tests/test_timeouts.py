@@ -62,3 +62,39 @@ def test_returns_the_result_in_time() -> None:
         return 7
 
     assert asyncio.run(timeouts.wait_for(value(), 1)) == 7
+
+
+def test_cancel_until_done_ends_a_task_that_swallows_cancellations() -> None:
+    async def scenario() -> int:
+        swallowed = 0
+
+        async def stubborn() -> None:
+            nonlocal swallowed
+            while True:
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    swallowed += 1
+                    if swallowed == 3:
+                        raise
+
+        task = asyncio.create_task(stubborn())
+        await asyncio.sleep(0.02)
+        stopping = asyncio.ensure_future(timeouts.cancel_until_done(task, round_s=0.05))
+        done, _ = await asyncio.wait([stopping], timeout=10)
+        assert done and task.cancelled()
+        return swallowed
+
+    assert asyncio.run(scenario()) == 3
+
+
+def test_cancel_until_done_retrieves_a_failure_quietly() -> None:
+    async def scenario() -> None:
+        async def fails() -> None:
+            raise ValueError("boom")
+
+        task = asyncio.create_task(fails())
+        await asyncio.sleep(0)
+        await timeouts.cancel_until_done(task)  # no raise
+
+    asyncio.run(scenario())

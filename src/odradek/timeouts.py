@@ -23,3 +23,14 @@ async def wait_for(awaitable: Awaitable[T], timeout: float | None) -> T:
     """Await ``awaitable``; raise ``TimeoutError`` (and cancel it) after ``timeout`` s."""
     async with asyncio.timeout(timeout):
         return await awaitable
+
+
+async def cancel_until_done(task: asyncio.Task[object], round_s: float = 1.0) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling again each ``round_s``:
+    a cancellation some library call swallows must not leave a loop running and a
+    shutdown waiting on it for ever. Its outcome is retrieved, not raised."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=round_s)
+    if not task.cancelled():
+        task.exception()  # retrieved: a task that failed is not logged twice

@@ -133,9 +133,7 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await timeouts.cancel_until_done(self._task)
         self._disconnect()
 
     # --- the loop -----------------------------------------------------------------

@@ -482,11 +482,7 @@ class KafkaServer:
                 flush_stats.observer = None
         if self.authorizer is not None:
             self.authorizer.close()
-        for task in self._background:
-            task.cancel()
-        for task in self._background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await asyncio.gather(*(timeouts.cancel_until_done(task) for task in self._background))
         try:
             self.fetch_waiters.close()
             if self._timer_driver is not None:

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from odradek import timeouts
 from odradek.broker.group.partitioning import partition_for
 from odradek.broker.producer_ids import ProducerIdsUnavailable
 from odradek.broker.txn.log_records import (
@@ -223,12 +224,7 @@ class TransactionCoordinator:
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except BaseException:
-                pass
+            await timeouts.cancel_until_done(task)
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]

@@ -20,7 +20,6 @@ ApiVersions round trip, as the controller's channel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -159,9 +158,7 @@ class _Destination:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await timeouts.cancel_until_done(self._task)
         for pending in self._queue:  # never sent: their transactions stop waiting
             pending.answer.cancel()
         self._queue.clear()

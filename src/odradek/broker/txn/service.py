@@ -13,12 +13,12 @@ other brokers over the wire (:mod:`odradek.broker.txn.marker_channel`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from odradek import timeouts
 from odradek.broker.group.txn_offsets import TxnOffsetCommits
 from odradek.broker.network import current_listener
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -187,17 +187,11 @@ class TransactionService:
 
     async def shutdown(self) -> None:
         for task in [*self._tasks, *self._loads]:
-            task.cancel()
-        for task in [*self._tasks, *self._loads]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await timeouts.cancel_until_done(task)
         if isinstance(self.markers, ClusterMarkerWriter):
             await self.markers.close()
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await timeouts.cancel_until_done(task)
         await self.coordinator.shutdown()
 
 

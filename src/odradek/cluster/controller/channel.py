@@ -99,11 +99,7 @@ class BrokerChannel:
         # (and so the broker's shutdown) hung on it. asyncio.wait also lets a
         # cancellation of the caller through instead of suppressing it.
         self._closed = True
-        while not self._task.done():
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=RETRY_BACKOFF_S)
-        if not self._task.cancelled():
-            self._task.exception()  # retrieved: a task that failed is not logged twice
+        await timeouts.cancel_until_done(self._task, RETRY_BACKOFF_S)
         self._disconnect()
 
     async def _run(self) -> None:
