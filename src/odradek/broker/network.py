@@ -531,6 +531,11 @@ class _Connection(asyncio.BufferedProtocol):
             if outgoing is None:
                 self._request_done()
                 continue
+            if isinstance(outgoing, list):
+                # A small Fetch answer is sent like bytes; a region that cannot be read
+                # leaves it to the writer, which closes the connection.
+                with contextlib.suppress(OSError, _TruncatedRegionError):
+                    outgoing = self._inline(outgoing)
             if (
                 isinstance(outgoing, bytes)
                 and self._writer_idle
