@@ -17,7 +17,8 @@ there are two tasks owned by the connection:
 
 Back-pressure: reading pauses while a connection has ``max_in_flight_per_connection``
 requests received but not answered, or ``max_buffered_bytes_per_connection`` bytes of
-queued frames (at most one socket read beyond either bound), and resumes below them.
+queued frames (16 MiB by default, less than half the listener's buffer pool; at most
+one socket read beyond either bound), and resumes below them.
 The writer honours the transport's write-buffer flow control, so a client that does not
 read cannot make the broker buffer without bound either.
 
@@ -129,6 +130,12 @@ _OFFLOAD_FRAME = 64 * 1024
 _MAX_SUSPENSION_S = 10.0
 # Frame buffers kept for reuse by a listener (see FrameReader and BufferPool).
 _POOLED_BYTES = 32 * 1024 * 1024
+# A connection stops reading once this many bytes of whole requests wait for their turn
+# (a single larger request is still read). Kept under half the pool, so a client that
+# pipelines large Produce requests has every frame read into a pooled buffer: a fresh
+# one costs a zero-fill, its page faults and its unmapping when freed, more than the
+# copy from the socket itself. Kafka reads one request per connection at a time.
+_READ_AHEAD_BYTES = 16 * 1024 * 1024
 # Listen backlog: where connections wait while max.connections is reached.
 _BACKLOG = 128
 # ResponseValues with more items than this are built and encoded on executor threads.
@@ -1045,7 +1052,7 @@ class NetworkServer:
         self.max_request_size = max_request_size
         self.max_in_flight_per_connection = max_in_flight_per_connection
         self.max_buffered_bytes_per_connection = (
-            max_request_size
+            min(max_request_size, _READ_AHEAD_BYTES)
             if max_buffered_bytes_per_connection is None
             else max_buffered_bytes_per_connection
         )
