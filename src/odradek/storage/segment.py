@@ -318,14 +318,14 @@ class LogSegment:
     def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
         """The first batch at or after ``start`` whose last offset is >= ``offset``."""
         self._checked_indexes()
-        _, position = self.offset_index.lookup(offset)
         bases = self._recent_bases
         if bases and offset >= bases[0]:
-            # Batches before the last recent one based at or below ``offset`` end below
-            # it, so the scan may start there (it finds the same batch, sooner).
-            hint = self._recent_positions[bisect_right(bases, offset) - 1]  # type: ignore[index]
-            if hint > position:
-                position = hint
+            # The recent batches are every batch since the first of them, so the last one
+            # based at or below ``offset`` is where the answer starts (batches before it
+            # end below ``offset``): no index lookup and no scan up to it.
+            position = self._recent_positions[bisect_right(bases, offset) - 1]  # type: ignore[index]
+        else:
+            _, position = self.offset_index.lookup(offset)
         for pos, header in self.iter_batches(max(position, start)):
             if header.last_offset >= offset:
                 return pos, header
