@@ -21,6 +21,11 @@ Measured, all in one run:
    answer: what a producer with linger.ms=0 and a slow trickle costs).
 5. produce-to-consume latency through confluent-kafka at 10,000 records/s, linger.ms=0:
    p99 of each of ``--latency-runs`` runs.
+6. the same path without a client library: a Fetch (max.wait 500 ms, min.bytes 1) waits
+   in the purgatory on one connection, a single-record Produce arrives on another, and
+   the time from sending the Produce to reading the Fetch answer is timed, one cycle
+   after the other: p50/p99 and broker CPU us per cycle (what the broker adds to a
+   tailing consumer's latency, with no Python client threads in the way).
 
 Broker CPU is user + system time from /proc/<pid>/stat.
 """
@@ -54,12 +59,13 @@ from produce_consume import (
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import encode_request
-from odradek.protocol.versions import PRODUCE
+from odradek.protocol.versions import FETCH, PRODUCE
 from odradek.records.batch import Record, build_batch
 
 MiB = 1 << 20
 PRODUCE_VERSION = 9
 BIG_RECORD = 65_000
+FETCH_VERSION = 12
 
 
 @contextlib.contextmanager
@@ -225,6 +231,65 @@ def one_at_a_time(port: int, frame: bytes, count: int, pid: int) -> tuple[float,
         return time.perf_counter() - started, process_cpu_s(pid) - cpu0
 
 
+def fetch_frame(topic: str, offset: int, correlation_id: int) -> bytes:
+    request = build_request(
+        FETCH,
+        FETCH_VERSION,
+        {
+            "replica_id": -1,
+            "max_wait": 500,
+            "min_bytes": 1,
+            "max_bytes": MiB,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": MiB}
+                    ],
+                }
+            ],
+        },
+    )
+    return encode_request(FETCH_VERSION, correlation_id, "bench-ingest", request)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    head = bytearray(4)
+    _recv_exact(sock, memoryview(head), 4)
+    (size,) = struct.unpack(">i", head)
+    body = bytearray(size)
+    _recv_exact(sock, memoryview(body), size)
+    return bytes(body)
+
+
+def fetch_wakeups(port: int, topic: str, count: int, pid: int) -> tuple[list[float], float]:
+    """``count`` cycles of: a Fetch parked at the log end, then one single-record Produce;
+    returns the Produce-sent -> Fetch-answered times (ms) and broker CPU s."""
+    produce = produce_frame(topic, [b"x" * 100])
+    samples: list[float] = []
+    with (
+        socket.create_connection(("127.0.0.1", port)) as producer,
+        socket.create_connection(("127.0.0.1", port)) as consumer,
+    ):
+        for sock in (producer, consumer):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        producer.sendall(produce)  # the offset of the first cycle's record is known
+        _read_responses(producer, 1)
+        cpu0 = process_cpu_s(pid)
+        for cycle in range(count):
+            consumer.sendall(fetch_frame(topic, cycle + 1, cycle))
+            # Let it reach the purgatory (an answer now would mean it did not wait).
+            time.sleep(0.002)
+            started = time.perf_counter()
+            producer.sendall(produce)
+            answer = _read_frame(consumer)
+            samples.append((time.perf_counter() - started) * 1000)
+            _read_responses(producer, 1)
+            if len(answer) < 100:
+                raise RuntimeError(f"Fetch answered without the record ({len(answer)} B)")
+        return samples, process_cpu_s(pid) - cpu0
+
+
 def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     print(f"\n== {name} (pid {pid}) ==", flush=True)
     create_topic(port, "raw")
@@ -269,6 +334,17 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
         flush=True,
     )
 
+    if args.wakeups:
+        create_topic(port, "wakeup")
+        samples, cpu = fetch_wakeups(port, "wakeup", args.wakeups, pid)
+        samples.sort()
+        print(
+            f"parked Fetch woken by a Produce, raw sockets: p50 "
+            f"{samples[len(samples) // 2]:.2f} ms, p99 {samples[int(len(samples) * 0.99)]:.2f}"
+            f" ms; broker CPU {cpu / args.wakeups * 1e6:.0f} us per Produce + Fetch",
+            flush=True,
+        )
+
     p99s = []
     for run in range(args.latency_runs):
         latency = latency_at_rate(
@@ -308,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-mb", type=int, default=512, help="MB of 1 MiB Produce requests")
     parser.add_argument("--big-records", type=int, default=4000, help="64 KiB records")
     parser.add_argument("--small-requests", type=int, default=20_000)
+    parser.add_argument("--wakeups", type=int, default=1000, help="Produce + parked Fetch cycles")
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--latency-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)

@@ -584,6 +584,34 @@ def test_file_regions_arrive_intact_and_in_order(
     run(loop_kind, main)
 
 
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_small_fetch_answers_are_copied_and_written_whole(
+    loop_kind: str, data_file: tuple[int, bytes]
+) -> None:
+    # Regions of at most 32 KiB in all: one pread each and one write for the answer
+    # (a tailing consumer's answers), not a write plus a sendfile per region.
+    fd, data = data_file
+    regions = {0: (123, 4567), 1: (len(data) - 10, 10), 2: (9000, 0)}
+
+    async def main() -> None:
+        server = await started(FetchHandler(fd, regions))
+        client = await Client.connect(server.port)
+        for cid in (1, 2):
+            client.send(fetch_request(12), cid)
+            correlation_id, response = await client.read(FETCH, 12)
+            assert correlation_id == cid
+            for partition in response.responses[0].partitions:
+                position, length = regions[partition.partition_index]
+                assert (partition.records or b"") == data[position : position + length]
+        assert server.bytes_copied_from_regions == 2 * (4567 + 10)
+        assert server.bytes_sent_with_sendfile == 0
+        client.close()
+        await client.writer.wait_closed()
+        await server.shutdown(timeout=5)
+
+    run(loop_kind, main)
+
+
 def test_truncated_region_closes_the_connection(data_file: tuple[int, bytes]) -> None:
     fd, data = data_file
 

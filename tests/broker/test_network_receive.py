@@ -97,3 +97,49 @@ def test_split_pipelined_frames_arrive_intact_and_large_buffers_are_reused(
     # were never handed to a later frame.
     for cid, view in handler.kept.items():
         assert bytes(view) == payloads[cid]
+
+
+class GatedHandler:
+    """Answers Produce once ``gate`` is set; counts the requests it saw."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.count = 0
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any:
+        self.count += 1
+        await self.gate.wait()
+        return build_response(PRODUCE, 9, {"responses": [], "throttle_time": 0})
+
+
+def test_pipelined_large_requests_are_read_ahead_only_as_far_as_the_pool_reaches() -> None:
+    # A client pipelining 1 MiB Produce requests while the broker is busy: the connection
+    # stops reading at 16 MiB of queued requests (not socket.request.max.bytes), so every
+    # frame after the first few dozen finds a pooled buffer instead of a fresh one.
+    frame = produce_frame(1, random.Random(5).randbytes(1 << 20))
+    count = 48
+    handler = GatedHandler()
+
+    async def main() -> None:
+        server = await started(handler)
+        client = await Client.connect(server.port)
+        try:
+            for _ in range(count):
+                client.send_raw(frame)
+            await asyncio.sleep(1.0)  # let the broker read what it will
+            (connection,) = server._connections
+            assert connection.reading_paused
+            assert connection._pending_bytes <= (16 << 20) + len(frame)
+            handler.gate.set()
+            for _ in range(count):
+                await client.read_frame(timeout=30)
+            assert handler.count == count
+            # 16 queued + the one being handled + the one being read, with room to spare;
+            # reading 100 MiB ahead allocated one buffer per frame (48).
+            assert server.buffer_pool.allocated <= 24
+            assert server.buffer_pool.reused >= count - 24
+        finally:
+            client.close()
+            await server.shutdown(timeout=5)
+
+    run("uvloop", main)

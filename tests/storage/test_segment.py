@@ -174,3 +174,44 @@ def test_change_file_suffix(segment: LogSegment, tmp_path: Path) -> None:
         "00000000000000000100.timeindex.deleted",
     ]
     assert segment.translate_offset(105) is not None  # still readable after the rename
+
+
+def test_translate_offset_starts_at_recent_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No index entry at all: only the remembered recent batches shorten the scan.
+    config = LogConfig(index_interval_bytes=10**6, segment_bytes=10**6)
+    segment = LogSegment.create(tmp_path, 0, config, now_ms=NOW)
+    placed = fill(segment, 100, first_offset=0, values=2)
+    assert segment.offset_index.entries == 0
+    starts: list[int] = []
+    scan = LogSegment.iter_batches
+
+    def recording(self: LogSegment, start: int = 0, end: int | None = None):  # type: ignore[no-untyped-def]
+        starts.append(start)
+        return scan(self, start, end)
+
+    monkeypatch.setattr(LogSegment, "iter_batches", recording)
+    for position, offset, _ in placed:
+        assert segment.translate_offset(offset)[0] == position
+        assert segment.translate_offset(offset + 1)[0] == position
+    # The last batches are found from where they start; older ones from the file start.
+    assert starts[-2:] == [placed[-1][0]] * 2
+    assert starts[:2] == [0, 0]
+    assert segment.translate_offset(placed[-1][1] + 2) is None
+    # A truncation forgets them: what is found is what the file holds now.
+    assert segment.truncate_to(placed[95][1], NOW) == placed[95][1]
+    starts.clear()
+    assert segment.translate_offset(placed[97][1]) is None
+    assert segment.translate_offset(placed[94][1])[0] == placed[94][0]
+    assert starts[-1] == 0
+    # Appends after it are remembered again, at their new positions.
+    again = fill(segment, 3, first_offset=placed[95][1], values=2)
+    starts.clear()
+    assert segment.translate_offset(again[1][1])[0] == again[1][0] == placed[96][0]
+    assert starts == [again[1][0]]
+    # Once the segment is no longer the active one, the index alone guides the scan.
+    segment.on_become_inactive()
+    starts.clear()
+    assert segment.translate_offset(again[2][1])[0] == again[2][0]
+    assert starts == [0]

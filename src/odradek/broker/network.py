@@ -17,7 +17,8 @@ there are two tasks owned by the connection:
 
 Back-pressure: reading pauses while a connection has ``max_in_flight_per_connection``
 requests received but not answered, or ``max_buffered_bytes_per_connection`` bytes of
-queued frames (at most one socket read beyond either bound), and resumes below them.
+queued frames (16 MiB by default, less than half the listener's buffer pool; at most
+one socket read beyond either bound), and resumes below them.
 The writer honours the transport's write-buffer flow control, so a client that does not
 read cannot make the broker buffer without bound either.
 
@@ -56,8 +57,12 @@ go out with ``os.sendfile`` on the socket once everything before them has left t
 transport's buffer; while the socket is full the connection waits for writability on a
 duplicate of the socket descriptor (the loop will not watch the transport's own). If
 sendfile is unavailable for the descriptor (or ``use_sendfile=False``), regions are copied
-with ``pread`` through the transport. A region whose file got shorter than promised
-closes the connection: the frame size already sent cannot be honoured.
+with ``pread`` through the transport. A response whose regions hold at most
+``_INLINE_REGIONS`` bytes in all is read with ``pread`` and written whole instead: one
+send() and one TCP segment rather than a write, a wait for the transport's buffer and a
+sendfile per region (the consumer of a tailed partition gets such answers a thousand
+times a second). A region whose file got shorter than promised closes the connection:
+the frame size already sent cannot be honoured.
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ DEFAULT_MAX_IN_FLIGHT = 100
 DEFAULT_IDLE_MS = 600_000  # connections.max.idle.ms
 # Bytes read with pread per write when file regions are copied instead of sendfile'd.
 _COPY_CHUNK = 256 * 1024
+# Responses whose file regions hold at most this many bytes in all are copied and
+# written whole, not sent with sendfile (see the module docstring).
+_INLINE_REGIONS = 32 * 1024
 # Ready responses are joined into one write up to this size (fewer send() calls).
 _COALESCE_LIMIT = 256 * 1024
 # errno values meaning "sendfile cannot be used for this pair of descriptors".
@@ -123,6 +131,12 @@ _OFFLOAD_FRAME = 64 * 1024
 _MAX_SUSPENSION_S = 10.0
 # Frame buffers kept for reuse by a listener (see FrameReader and BufferPool).
 _POOLED_BYTES = 32 * 1024 * 1024
+# A connection stops reading once this many bytes of whole requests wait for their turn
+# (a single larger request is still read). Kept under half the pool, so a client that
+# pipelines large Produce requests has every frame read into a pooled buffer: a fresh
+# one costs a zero-fill, its page faults and its unmapping when freed, more than the
+# copy from the socket itself. Kafka reads one request per connection at a time.
+_READ_AHEAD_BYTES = 16 * 1024 * 1024
 # Listen backlog: where connections wait while max.connections is reached.
 _BACKLOG = 128
 # ResponseValues with more items than this are built and encoded on executor threads.
@@ -525,6 +539,11 @@ class _Connection(asyncio.BufferedProtocol):
             if outgoing is None:
                 self._request_done()
                 continue
+            if isinstance(outgoing, list):
+                # A small Fetch answer is sent like bytes; a region that cannot be read
+                # leaves it to the writer, which closes the connection.
+                with contextlib.suppress(OSError, _TruncatedRegionError):
+                    outgoing = self._inline(outgoing)
             if (
                 isinstance(outgoing, bytes)
                 and self._writer_idle
@@ -797,6 +816,8 @@ class _Connection(asyncio.BufferedProtocol):
     async def _send(self, item: bytes | list[Any]) -> None:
         transport = self._transport
         assert transport is not None
+        if isinstance(item, list):
+            item = self._inline(item)
         if isinstance(item, bytes):
             transport.write(item)
         else:
@@ -808,6 +829,41 @@ class _Connection(asyncio.BufferedProtocol):
                 if self._closed:
                     return
         await self._drain()
+
+    def _inline(self, chunks: list[Any]) -> bytes | list[Any]:
+        """A small response as one bytes object (its regions read with pread); larger ones
+        (or anything not a plain region) as they are."""
+        regions = 0
+        for chunk in chunks:
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                length = getattr(chunk, "length", None)
+                position = getattr(chunk, "position", None)
+                if not isinstance(length, int) or not isinstance(position, int):
+                    return chunks
+                if getattr(chunk, "fd", None) is None:
+                    return chunks
+                regions += length
+                if regions > _INLINE_REGIONS:
+                    return chunks
+        parts: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                parts.append(chunk)
+            elif chunk.length > 0:
+                data = os.pread(chunk.fd, chunk.length, chunk.position)
+                while len(data) < chunk.length:  # a short read: ask for the rest
+                    more = os.pread(
+                        chunk.fd, chunk.length - len(data), chunk.position + len(data)
+                    )
+                    if not more:
+                        raise _TruncatedRegionError(
+                            f"file region ended {chunk.length - len(data)} bytes early "
+                            "(file truncated?)"
+                        )
+                    data += more
+                parts.append(data)
+                self._server.bytes_copied_from_regions += chunk.length
+        return b"".join(parts)
 
     async def _drain(self) -> None:
         while self._write_paused and not self._closed:
@@ -997,7 +1053,7 @@ class NetworkServer:
         self.max_request_size = max_request_size
         self.max_in_flight_per_connection = max_in_flight_per_connection
         self.max_buffered_bytes_per_connection = (
-            max_request_size
+            min(max_request_size, _READ_AHEAD_BYTES)
             if max_buffered_bytes_per_connection is None
             else max_buffered_bytes_per_connection
         )

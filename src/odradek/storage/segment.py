@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import random
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -60,6 +61,8 @@ SWAP_SUFFIX = ".swap"
 _SCAN_CHUNK = 8192
 # Recovery reads (and CRC-checks) this much at a time.
 _RECOVERY_CHUNK = 4 * 1024 * 1024
+# The active segment remembers where its last 16-32 appended batches start.
+_RECENT_BATCHES = 16
 
 # (position within the appended bytes, size, base offset, last offset, max timestamp)
 BatchEntry = tuple[int, int, int, int, int]
@@ -93,6 +96,8 @@ class LogSegment:
         "_max_timestamp",
         "_offset_index",
         "_offset_of_max_timestamp",
+        "_recent_bases",
+        "_recent_positions",
         "_size",
         "_time_index",
         "_txn_index",
@@ -159,6 +164,12 @@ class LogSegment:
         self._max_timestamp: int | None = None
         self._offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
+        # Base offsets and positions of the batches appended last (in memory only, lists
+        # created by the first append): a consumer tailing the log fetches from one of
+        # them, and without them every fetch scans the batches written since the last
+        # index entry (up to index.interval.bytes of small batches) twice.
+        self._recent_bases: list[int] | None = None
+        self._recent_positions: list[int] | None = None
         self._log_dirty = False
         self.closed = False
 
@@ -307,7 +318,14 @@ class LogSegment:
     def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
         """The first batch at or after ``start`` whose last offset is >= ``offset``."""
         self._checked_indexes()
-        _, position = self.offset_index.lookup(offset)
+        bases = self._recent_bases
+        if bases and offset >= bases[0]:
+            # The recent batches are every batch since the first of them, so the last one
+            # based at or below ``offset`` is where the answer starts (batches before it
+            # end below ``offset``): no index lookup and no scan up to it.
+            position = self._recent_positions[bisect_right(bases, offset) - 1]  # type: ignore[index]
+        else:
+            _, position = self.offset_index.lookup(offset)
         for pos, header in self.iter_batches(max(position, start)):
             if header.last_offset >= offset:
                 return pos, header
@@ -525,6 +543,22 @@ class LogSegment:
             self._first_timestamp = batches[0][4]
             self._first_timestamp_loaded = True
         self._size = start + len(view)
+        self._remember_batches(start, batches)
+
+    def _remember_batches(self, start: int, batches: Sequence[BatchEntry]) -> None:
+        bases = self._recent_bases
+        positions = self._recent_positions
+        if bases is None or positions is None:
+            bases = self._recent_bases = []
+            positions = self._recent_positions = []
+        for rel_pos, _size, base_offset, _last, _ts in batches:
+            bases.append(base_offset)
+            positions.append(start + rel_pos)
+        if len(bases) > 2 * _RECENT_BATCHES:
+            del bases[:-_RECENT_BATCHES], positions[:-_RECENT_BATCHES]
+
+    def _forget_recent_batches(self) -> None:
+        self._recent_bases = self._recent_positions = None
 
     def _index_batches(self, start: int, batches: Sequence[BatchEntry]) -> None:
         interval = self.config.index_interval_bytes
@@ -563,6 +597,7 @@ class LogSegment:
         validated, in order.
         """
         self._indexes_checked = True
+        self._forget_recent_batches()
         fd = self._shared_file().fd
         file_size = os.fstat(fd).st_size
         self._size = file_size
@@ -649,6 +684,7 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         """Rebuild ``.index`` and ``.timeindex`` from the log data without truncating."""
         self._indexes_checked = True
+        self._forget_recent_batches()
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp = NO_TIMESTAMP
@@ -672,6 +708,7 @@ class LogSegment:
             return None
         position, header = found
         cut = header.base_offset
+        self._forget_recent_batches()
         self.offset_index.truncate_to(cut)
         self.time_index.truncate_to(cut)
         self.txn_index.truncate_to(cut)
@@ -690,6 +727,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """The segment stops being the active one: record its overall max timestamp."""
+        self._forget_recent_batches()  # appends go to the next segment now
         if self._max_timestamp is not None and self._max_timestamp >= 0:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
