@@ -213,23 +213,32 @@ sum_as_int(int64_t base, int64_t delta)
     return r;
 }
 
-/* The headers of a record, already checked by the first pass: [(key str, value bytes|None)]. */
+/* The headers of a record, already checked by the first pass: [(key str, value bytes|None)].
+ * The bounds are checked again all the same (cheap, and no read can depend on the first
+ * pass being right). */
 static PyObject *
 build_headers(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end)
 {
-    int64_t count, length;
-    if (read_varint(p, &pos, end, &count) < 0)
-        return NULL; /* not reached: checked */
+    int64_t count = 0, length = 0;
+    if (read_varint(p, &pos, end, &count) < 0 || count < 0 || count > end - pos)
+        goto inconsistent;
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL)
         return NULL;
     for (Py_ssize_t h = 0; h < (Py_ssize_t)count; h++) {
-        read_varint(p, &pos, end, &length);
+        if (read_varint(p, &pos, end, &length) < 0 || length < 0 || length > end - pos) {
+            Py_DECREF(list);
+            goto inconsistent;
+        }
         PyObject *key = PyUnicode_DecodeUTF8((const char *)p + pos, (Py_ssize_t)length,
                                              "surrogateescape");
         pos += (Py_ssize_t)length;
-        read_varint(p, &pos, end, &length);
-        PyObject *value;
+        PyObject *value = NULL;
+        if (read_varint(p, &pos, end, &length) < 0 || length < -1 || length > end - pos) {
+            Py_XDECREF(key);
+            Py_DECREF(list);
+            goto inconsistent;
+        }
         if (length < 0) {
             value = Py_NewRef(Py_None);
         } else {
@@ -246,6 +255,9 @@ build_headers(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end)
         PyList_SET_ITEM(list, h, pair);
     }
     return list;
+inconsistent:
+    PyErr_SetString(PyExc_SystemError, "decode_records: headers changed between passes");
+    return NULL;
 }
 
 #define MAX_CONSTANTS 16
