@@ -10,6 +10,7 @@ extension is not built; the Python ones always run.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -374,3 +375,23 @@ def test_the_c_loop_refuses_classes_it_cannot_fill() -> None:
     with pytest.raises(TypeError):  # a read-only member
         C_DECODE(section, 1, 0, NOW, None, Target, (*slots[:5], type.__dict__["__flags__"]),
                  (), [].append, 0, None)  # fmt: skip
+
+
+@needs_c
+def test_records_of_atomic_values_are_left_to_reference_counting() -> None:
+    # Records holding only ints, strs, bytes, None and the shared NO_HEADERS cannot be in
+    # a reference cycle: the C loop untracks them from the garbage collector. Any record
+    # holding a list of its own, or a constant the collector tracks, stays tracked.
+    raw = build_batch([Record(b"a"), Record(b"b", headers=[("h", b"x")]), Record(None)])
+    plain, with_headers, tombstone = fast(raw, no_headers=NO_HEADERS)
+    assert not gc.is_tracked(plain) and not gc.is_tracked(tombstone)
+    assert gc.is_tracked(with_headers)
+    assert all(gc.is_tracked(r) for r in fast(raw))  # a fresh headers list each
+    out: list[Target] = []
+    decode_batch_into(raw, 0, Target, {"topic": "t", "partition": ["tracked"]}, out.append,
+                      no_headers=NO_HEADERS)  # fmt: skip
+    assert all(gc.is_tracked(r) for r in out)
+    assert all(gc.is_tracked(r) for r in decode_batch(raw).records)
+    gc.collect()
+    assert [r.value for r in (plain, with_headers, tombstone)] == [b"a", b"b", None]
+    assert plain.headers is NO_HEADERS and with_headers.headers == [("h", b"x")]
