@@ -11,7 +11,10 @@ built.
 The loop runs in C (``decode_records`` in ``_walk.c``, built by ``pip install -e .``) or,
 without a compiler, in pure Python (:func:`_decode` below). Both accept exactly the same
 sections and build the same records; for malformed input only :class:`CorruptRecordError`
-escapes (the tests feed both the same valid, mutated and truncated batches).
+escapes (the tests feed both the same valid, mutated and truncated batches). The C loop
+also leaves records that hold only atomic values and ``no_headers`` untracked by the
+garbage collector (they cannot be in a cycle), which the consumer's buffers of small
+records feel most.
 """
 
 from __future__ import annotations
