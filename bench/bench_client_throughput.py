@@ -9,9 +9,13 @@ the first send until every record is acknowledged, then reads them back from off
 an assign-based consumer. Medians over the rounds are printed, with the ratios
 odradek / aiokafka (the goal: >= 1.0) and odradek / librdkafka (confluent-kafka), and the
 load average before and after (the machine is shared: absolute figures move, ratios less).
-Each phase's CPU time (``time.process_time``: the client's, with librdkafka's threads; the
-broker is another process) is printed per record too: on a loaded machine the wall-clock
-rate is mostly the CPU share a client happened to get, its CPU cost per record is not.
+Each timed phase starts after a full garbage collection: all clients share this process and
+its collector, and a full collection (tens of milliseconds with three client libraries
+loaded) would otherwise land on whichever client runs when the garbage of the ones before
+crosses the threshold. Each phase's CPU time (``time.process_time``: the client's, with
+librdkafka's threads; the broker is another process) is printed per record too: on a loaded
+machine the wall-clock rate is mostly the CPU share a client happened to get, its CPU cost
+per record is not.
 
 All three producers get the same settings: acks=1, no idempotence, no compression,
 linger 5 ms, batches of up to 256 KiB. Consumers use their defaults (fetch.max.bytes 50 MB,
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -223,7 +228,9 @@ def measure(bootstrap: str, size: int, count: int, rounds: int) -> dict[str, dic
             produce, consume = CLIENTS[name]
             topic = f"bench-{name}-{size}-{r}-{uuid.uuid4().hex[:6]}"
             create_topic(bootstrap, topic)
+            gc.collect()
             times[name]["produce"].append(run(produce, bootstrap, topic, value, count))
+            gc.collect()
             times[name]["consume"].append(run(consume, bootstrap, topic, count))
     return times
 

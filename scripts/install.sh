@@ -36,7 +36,7 @@ have_java() {
 # Prints the Debian packages odradek needs that nothing on this machine provides yet:
 # a JRE only when no Java 17+ is on PATH. $1 is 1 with --test.
 wanted_packages() {
-  # gcc + python3-dev build the optional C record walk (odradek/records/_walk.c).
+  # gcc + python3-dev build the optional C record walks (odradek/records/_walk.c).
   local packages=(python3-venv gcc python3-dev)
   have_java || packages+=(default-jre-headless)
   # zookeeper (pulls a JRE) for the cluster tests, nftables for their network faults,

@@ -11,7 +11,8 @@ this one reads the partitions it is told to read, like the Java consumer after `
   ``fetch_max_wait_ms`` as the broker's long-poll knobs; a partition with records still
   buffered is not fetched again until they are consumed. No fetch sessions (KIP-227): every
   request is a full one (session id 0, epoch -1), which every broker accepts.
-* Decoding: batches are decoded with :mod:`odradek.records.batch`; records before the position
+* Decoding: batches are decoded with :mod:`odradek.records.fast_decode` (in C when the
+  extension is built) straight into ConsumerRecords; records before the position
   (a compressed batch is returned whole) are dropped; control batches (transaction markers)
   are never returned. With ``isolation_level="read_committed"`` the broker stops at the last
   stable offset and lists the aborted transactions in range; batches of those transactions

@@ -27,7 +27,8 @@ beyond it in four ways: compression, hostile input (every length is checked
 against the bytes that remain before anything is sliced or allocated, and only
 :class:`CorruptRecordError` escapes), millisecond timestamps, and speed (records
 are encoded into one list joined once, varints of common sizes come from a table,
-and the decoder reads one-byte varints inline).
+and records are decoded by :mod:`odradek.records.fast_decode`'s record loop, in C
+when the extension is built).
 
 Header keys are decoded as UTF-8 with ``surrogateescape`` and encoded the same way,
 so keys that are not valid UTF-8 (librdkafka allows any bytes) survive a decode /
@@ -45,6 +46,7 @@ from crc32c import crc32c
 
 from odradek.records.compression import Compression, compress, decompress
 from odradek.records.errors import CorruptRecordError
+from odradek.records.fast_decode import decode_records_into
 from odradek.records.header import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -65,8 +67,6 @@ from odradek.records.varint import (
     _CACHE,
     _CACHE_MAX,
     _CACHE_MIN,
-    decode_varint,
-    decode_varlong,
     encode_varint,
     encode_varlong,
 )
@@ -90,11 +90,6 @@ _HEADER_TAIL = struct.Struct(">iibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _BASE_OFFSET = struct.Struct(">q")
 
-# The smallest possible record: length, attributes, timestampDelta, offsetDelta,
-# keyLength, valueLength and headersCount, one byte each.
-MIN_RECORD_SIZE = 7
-_MIN_RECORD_BODY = MIN_RECORD_SIZE - 1
-_MIN_HEADER_SIZE = 2  # keyLength + valueLength
 _NULL = b"\x01"  # varint -1
 _NO_HEADERS = b"\x00"  # varint 0
 _ZERO_ATTRIBUTES = b"\x00"
@@ -502,164 +497,17 @@ def rebuild_batch(
 # --------------------------------------------------------------------------- decode
 
 
-def _decode_records(data: bytes, header: BatchHeader, where: int) -> list[DecodedRecord]:
-    """Decode ``header.records_count`` records that must fill ``data`` exactly."""
-    count = header.records_count
-    end = len(data)
-    if count * MIN_RECORD_SIZE > end:
-        raise CorruptRecordError(
-            f"batch at byte {where} claims {count} records but its records section "
-            f"has only {end} bytes"
-        )
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
-    append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+def _decode_records(
+    data: bytes | memoryview, header: BatchHeader, where: int
+) -> list[DecodedRecord]:
+    """Decode ``header.records_count`` records that must fill ``data`` exactly (every
+    record: offsets below int64 exist only in corrupt batches)."""
     records: list[DecodedRecord] = []
-    append = records.append
-    pos = 0
-    try:
-        for _ in range(count):
-            # Varints: one- and two-byte lengths inline, the rest via decode_varint.
-            byte = data[pos]
-            if byte < 0x80:
-                length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                byte = (byte & 0x7F) | (data[pos + 1] << 7)
-                length = (byte >> 1) ^ -(byte & 1)
-                pos += 2
-            else:
-                length, pos = decode_varint(data, pos)
-            record_end = pos + length
-            if length < _MIN_RECORD_BODY or record_end > end:
-                raise CorruptRecordError(
-                    f"record at byte {pos} of batch at byte {where} has impossible "
-                    f"length {length} ({end - pos} bytes remain)"
-                )
-            attributes = data[pos]
-            pos += 1
-            byte = data[pos]
-            if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                byte = (byte & 0x7F) | (data[pos + 1] << 7)
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                pos += 2
-            else:
-                timestamp_delta, pos = decode_varlong(data, pos)
-            byte = data[pos]
-            if byte < 0x80:
-                offset_delta = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                byte = (byte & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (byte >> 1) ^ -(byte & 1)
-                pos += 2
-            else:
-                offset_delta, pos = decode_varint(data, pos)
-            byte = data[pos]
-            if byte < 0x80:
-                key_length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                byte = (byte & 0x7F) | (data[pos + 1] << 7)
-                key_length = (byte >> 1) ^ -(byte & 1)
-                pos += 2
-            else:
-                key_length, pos = decode_varint(data, pos)
-            if key_length < 0:
-                if key_length != -1:
-                    raise CorruptRecordError(f"negative key length {key_length}")
-                key = None
-            else:
-                stop = pos + key_length
-                if stop > record_end:
-                    raise CorruptRecordError(
-                        f"key of {key_length} bytes overruns its record at byte {pos}"
-                    )
-                key = data[pos:stop]
-                pos = stop
-            byte = data[pos]
-            if byte < 0x80:
-                value_length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                byte = (byte & 0x7F) | (data[pos + 1] << 7)
-                value_length = (byte >> 1) ^ -(byte & 1)
-                pos += 2
-            else:
-                value_length, pos = decode_varint(data, pos)
-            if value_length < 0:
-                if value_length != -1:
-                    raise CorruptRecordError(f"negative value length {value_length}")
-                value = None
-            else:
-                stop = pos + value_length
-                if stop > record_end:
-                    raise CorruptRecordError(
-                        f"value of {value_length} bytes overruns its record at byte {pos}"
-                    )
-                value = data[pos:stop]
-                pos = stop
-            byte = data[pos]
-            if byte == 0:
-                headers: list[Header] = []
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos, record_end)
-            if pos != record_end:
-                raise CorruptRecordError(
-                    f"record of batch at byte {where} declares {length} bytes "
-                    f"but its fields take {length + pos - record_end}"
-                )
-            append(
-                DecodedRecord(
-                    base_offset + offset_delta,
-                    base_timestamp + timestamp_delta if append_time is None else append_time,
-                    key,
-                    value,
-                    headers,
-                    attributes,
-                )
-            )
-    except IndexError:
-        raise CorruptRecordError(
-            f"records of batch at byte {where} are truncated after {len(records)} records"
-        ) from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"batch at byte {where} has {end - pos} bytes left after its {count} records"
-        )
+    decode_records_into(
+        data, header, where, DecodedRecord, {}, records.append, min_offset=-(2**63),
+        with_attributes=True,
+    )  # fmt: skip
     return records
-
-
-def _decode_headers(data: bytes, pos: int, record_end: int) -> tuple[list[Header], int]:
-    count, pos = decode_varint(data, pos)
-    if count < 0 or count * _MIN_HEADER_SIZE > record_end - pos:
-        raise CorruptRecordError(f"impossible record header count {count}")
-    headers: list[Header] = []
-    for _ in range(count):
-        key_length, pos = decode_varint(data, pos)
-        stop = pos + key_length
-        if key_length < 0 or stop > record_end:
-            raise CorruptRecordError(f"impossible record header key length {key_length}")
-        key = data[pos:stop].decode("utf-8", "surrogateescape")
-        value_length, pos = decode_varint(data, stop)
-        if value_length < 0:
-            if value_length != -1:
-                raise CorruptRecordError(f"negative record header value length {value_length}")
-            value = None
-        else:
-            stop = pos + value_length
-            if stop > record_end:
-                raise CorruptRecordError(
-                    f"record header value of {value_length} bytes overruns its record"
-                )
-            value = data[pos:stop]
-            pos = stop
-        headers.append((key, value))
-    return headers, pos
 
 
 def decode_batch(
@@ -693,7 +541,7 @@ def decode_batch(
     codec = header.attributes & COMPRESSION_MASK
     section = memoryview(buf)[pos + HEADER_SIZE : pos + size]
     if codec == Compression.NONE:
-        data = bytes(section)
+        data: bytes | memoryview = section
     elif codec <= Compression.ZSTD:
         data = decompress(Compression(codec), section, max_uncompressed)
     else:
