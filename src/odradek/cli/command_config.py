@@ -85,7 +85,7 @@ def read_client_properties(path: Path, option: str = OPTION) -> dict[str, str]:
     try:
         return read_properties(path)
     except ConfigError as exc:
-        raise CliError(f"{option}: {exc}") from None
+        raise CliError(f"{option} {path}: {exc}") from None
     except UnicodeDecodeError:
         raise CliError(f"{option} {path}: not a text properties file") from None
 
