@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
 
 from tests.cli.helpers import Result, odradek
@@ -152,44 +151,3 @@ def test_ssl_listener(secured: SecuredBroker, tmp_path: Path) -> None:
     odradek("topics", "list", "-b", bootstrap, "--command-config", str(untrusted)).check_error(
         "CERTIFICATE_VERIFY_FAILED"
     )
-
-
-@pytest.mark.parametrize(
-    ("text", "fragment"),
-    [
-        (None, "cannot read config file"),
-        ("security.protocol=KERBEROS\n", "security.protocol must be one of"),
-        ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n", "sasl.mechanism must"),
-        ("security.protocol=SASL_SSL\n", "SASL needs a user"),
-        ("security.protocol=SSL\nssl.truststore.location=/nonexistent/ca.pem\n", "TLS"),
-        ("\udcff\udcfe", "not a text properties file"),
-    ],
-)
-def test_unusable_files_are_one_line(tmp_path: Path, text: str | None, fragment: str) -> None:
-    path = tmp_path / "client.properties"
-    if text is not None:
-        path.write_bytes(text.encode(errors="surrogateescape"))
-    # No broker is contacted (none listens there): the file is refused before connecting.
-    odradek("topics", "list", "-b", "127.0.0.1:1", "--command-config", str(path)).check_error(
-        "--command-config", fragment
-    )
-
-
-def test_every_broker_command_takes_it() -> None:
-    from odradek.cli.main import _register, cli
-
-    _register()
-    missing = []
-
-    def walk(command: click.Command, path: str) -> None:
-        if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
-                walk(sub, f"{path} {name}")
-            return
-        names = {opt for param in command.params for opt in getattr(param, "opts", [])}
-        reaches_a_broker = "--bootstrap-server" in names and path != "odradek demo"
-        if reaches_a_broker and not names & {"--command-config", "--producer.config"}:
-            missing.append(path)
-
-    walk(cli, "odradek")
-    assert not missing

@@ -11,7 +11,9 @@ The option does not change the command's parameters: its value is kept on the cl
 context, and the code that builds a client asks :func:`client_security` for the settings
 (read once, then cached). A file that cannot be read or used is one error line naming the
 option and the file; the settings themselves are checked by
-:meth:`~odradek.client.security.ClientSecurity.from_properties`.
+:meth:`~odradek.client.security.ClientSecurity.from_properties`. :func:`command_config_alias`
+gives the option an older name a tool still takes (the console producer's
+``--producer.config``); naming two different files is an error.
 """
 
 from __future__ import annotations
