@@ -57,7 +57,7 @@ def _grant(secured: Secured, kind: ResourceType, name: str, *operations: AclOper
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    secured = start_broker(tmp_path_factory.mktemp("console-acls") / "data")
+    secured = start_broker(tmp_path_factory.mktemp("console-acls"))
     try:
         admin = secured.admin()
         admin.create_topics([NewTopic("guarded", 1, 1)])["guarded"].result(15)

@@ -33,15 +33,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
+from tests.helpers.broker import BrokerProcess, free_port
+from tests.helpers.secured import start_secured_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw" user_dan="dan-pw";'
-)
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "dan": "dan-pw"}
 CAROL_PASSWORD = "carol-scram-pw"
 TOPIC_DENIED = KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -78,29 +75,20 @@ class Secured:
 
 
 def start_broker(root: Path, **overrides: str) -> Secured:
-    sasl_port = free_port()
-    plain_port = free_port()
-    broker = BrokerProcess(
+    """The authorizer on, admin a super user; users log in on SASL_PLAINTEXT."""
+    secured = start_secured_broker(
         root,
-        port=sasl_port,
-        overrides={
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-            f"PLAINTEXT://127.0.0.1:{plain_port}",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-            "authorizer.class.name": AUTHORIZER,
-            "super.users": "User:admin",
-            "num.partitions": "1",
-            **overrides,
-        },
-    ).start()
-    wait_for_port(plain_port, 30, broker.proc)
-    return Secured(broker, sasl_port)
+        ["SASL_PLAINTEXT", "PLAINTEXT"],
+        plain_users=PASSWORDS,
+        mechanisms="PLAIN,SCRAM-SHA-256",
+        overrides={"authorizer.class.name": AUTHORIZER, "super.users": "User:admin", **overrides},
+    )
+    return Secured(secured.broker, secured.ports["SASL_PLAINTEXT"])
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    secured = start_broker(tmp_path_factory.mktemp("acls") / "data")
+    secured = start_broker(tmp_path_factory.mktemp("acls"))
     try:
         futures = secured.admin().alter_user_scram_credentials(
             [
@@ -521,7 +509,7 @@ def test_cli_wrong_credentials_fail_in_one_line(secured: Secured, tmp_path: Path
 
 
 def test_allow_everyone_if_no_acl_found_and_acls_survive_a_restart(tmp_path: Path) -> None:
-    secured = start_broker(tmp_path / "data", **{"allow.everyone.if.no.acl.found": "true"})
+    secured = start_broker(tmp_path, **{"allow.everyone.if.no.acl.found": "true"})
     try:
         free_topic, guarded = unique("free"), unique("guarded")
         create_topics(secured, free_topic, guarded)

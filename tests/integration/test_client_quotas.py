@@ -17,37 +17,25 @@ from confluent_kafka import Consumer, Producer
 
 from odradek.client.admin import Admin
 from odradek.client.errors import KafkaError
-from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
+from tests.helpers.broker import BrokerProcess
+from tests.helpers.secured import start_secured_broker
 
 pytestmark = pytest.mark.integration
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-secret" user_bob="bob-secret";'
-)
 QUOTA = 200_000  # bytes/s: far below what a producer on loopback manages unthrottled
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
-    root = tmp_path_factory.mktemp("quotas")
-    sasl_port = free_port()
-    port = free_port()
-    proc = BrokerProcess(
-        root / "data",
-        port=port,
-        overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-            "num.partitions": "1",
-        },
-    ).start()
+    secured = start_secured_broker(
+        tmp_path_factory.mktemp("quotas"),
+        ["PLAINTEXT", "SASL_PLAINTEXT"],
+        plain_users={"alice": "alice-secret", "bob": "bob-secret"},
+    )
     try:
-        wait_for_port(sasl_port, 30, proc.proc)
-        yield proc, sasl_port
+        yield secured.broker, secured.ports["SASL_PLAINTEXT"]
     finally:
-        proc.stop()
+        secured.stop()
 
 
 def _admin(bootstrap: str, work: Any) -> Any:

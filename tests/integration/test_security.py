@@ -14,7 +14,6 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,52 +28,25 @@ from confluent_kafka.admin import (
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response, encode_request
-from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
-from tests.helpers.certs import Pki, make_pki
+from tests.helpers.secured import SecuredBroker, start_secured_broker
 
 pytestmark = pytest.mark.integration
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-secret" user_bob="bob-secret";'
-)
 SCRAM_PASSWORD = "scram-secret-1"
-
-
-@dataclass
-class Secured:
-    broker: BrokerProcess
-    pki: Pki
-    ports: dict[str, int]
-
-    def bootstrap(self, listener: str) -> str:
-        return f"127.0.0.1:{self.ports[listener]}"
+Secured = SecuredBroker
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    root = tmp_path_factory.mktemp("security")
-    pki = make_pki(root / "pki")
-    ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
-    broker = BrokerProcess(
-        root / "data",
-        port=ports["PLAINTEXT"],
-        overrides={
-            "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(pki.server),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(pki.ca),
-            "listener.name.ssl.ssl.client.auth": "requested",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
-            "num.partitions": "1",
-        },
-    ).start()
+    secured = start_secured_broker(
+        tmp_path_factory.mktemp("security"),
+        ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+        plain_users={"alice": "alice-secret", "bob": "bob-secret"},
+        mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        overrides={"listener.name.ssl.ssl.client.auth": "requested"},
+    )
+    broker = secured.broker
     try:
-        for port in ports.values():
-            wait_for_port(port, 30, broker.proc)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         futures = admin.alter_user_scram_credentials(
             [
@@ -97,7 +69,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         )
         for future in futures.values():
             future.result(10)
-        yield Secured(broker, pki, ports)
+        yield secured
     finally:
         broker.stop()
 
@@ -477,17 +449,13 @@ def test_a_silent_tls_client_does_not_hold_up_the_others(secured: Secured) -> No
 def test_clients_reauthenticate_and_silent_sessions_expire(tmp_path: Path) -> None:
     # KIP-368: librdkafka re-authenticates before connections.max.reauth.ms ends; a client
     # that does not is closed at its next request after expiry.
-    port = free_port()
-    broker = BrokerProcess(
-        tmp_path / "data",
-        port=port,
-        overrides={
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-            "connections.max.reauth.ms": "1500",
-        },
-    ).start()
+    secured = start_secured_broker(
+        tmp_path,
+        ["SASL_PLAINTEXT"],
+        plain_users={"alice": "alice-secret"},
+        overrides={"connections.max.reauth.ms": "1500"},
+    )
+    broker, port = secured.broker, secured.ports["SASL_PLAINTEXT"]
     try:
         config = {
             "bootstrap.servers": broker.bootstrap,

@@ -37,6 +37,7 @@ from odradek.broker.security.acl import (
     ResourceType,
     check_principal,
 )
+from odradek.cli.command_config import command_config_path
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap
 
@@ -308,7 +309,6 @@ def _operation(text: str) -> Operation:
 
 @click.command("acls")
 @bootstrap_option
-@click.option("--command-config", type=click.Path(path_type=Path), help="Client properties.")
 @click.option("--add", "action", flag_value="add", help="Add ACLs.")
 @click.option("--remove", "action", flag_value="remove", help="Remove ACLs.")
 @click.option("--list", "action", flag_value="list", help="List ACLs.")
@@ -335,7 +335,6 @@ def _operation(text: str) -> Operation:
 @click.option("--force", is_flag=True, help="--remove without asking.")
 def acls(
     bootstrap_server: str,
-    command_config: Path | None,
     action: str | None,
     allow_principal: tuple[str, ...],
     deny_principal: tuple[str, ...],
@@ -373,7 +372,9 @@ def acls(
     def make_entries(ops: list[Operation]) -> list[AccessControlEntry]:
         return entries(allow_principal, deny_principal, allow_host, deny_host, ops)
 
-    config = client_config(bootstrap_server, command_config)
+    # --command-config comes with --bootstrap-server (command_config.py); librdkafka takes
+    # the file's keys itself rather than odradek's ClientSecurity.
+    config = client_config(bootstrap_server, command_config_path())
     if action == "list":
         _list(_Admin(config), filters, list_principals)
         return

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 from odradek.cli.zookeeper import connect_zookeeper
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 async def _describe(bootstrap_server: str) -> ClusterMetadata:
     from odradek.client.admin import Admin
 
-    admin = Admin(check_bootstrap(bootstrap_server))
+    admin = Admin(check_bootstrap(bootstrap_server), security=client_security())
     await admin.start()
     try:
         return await admin.describe_cluster()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.configs_quotas import QUOTA_TYPES
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
@@ -258,7 +259,7 @@ def configs(
     check_bootstrap(bootstrap_server)
 
     async def work() -> list[str]:
-        admin = Admin(bootstrap_server)
+        admin = Admin(bootstrap_server, security=client_security())
         await admin.start()
         try:
             if chosen == "describe":
@@ -330,7 +331,7 @@ def _run_quotas(
     check_bootstrap(bootstrap_server)
 
     async def work() -> list[str]:
-        admin = Admin(bootstrap_server)
+        admin = Admin(bootstrap_server, security=client_security())
         await admin.start()
         try:
             if chosen == "describe":

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap
-from odradek.client.security import ClientSecurity, SecurityConfigError
 
 
 @click.command("console")
@@ -28,22 +27,16 @@ from odradek.client.security import ClientSecurity, SecurityConfigError
     type=click.FloatRange(min=0.1),
     help="Seconds between samples of end offsets and group lag for the charts.",
 )
-@click.option(
-    "--command-config",
-    type=click.Path(path_type=Path),
-    help="Client properties (security.protocol, sasl.*, ssl.*): the console's credentials.",
-)
 def console(
     bootstrap_server: str,
     host: str,
     port: int,
     allow_writes: bool,
     sample_interval: float,
-    command_config: Path | None,
 ) -> None:
     """Serve a web console for operators: brokers, topics, messages, groups, lag, throughput."""
     check_bootstrap(bootstrap_server)
-    security = _security(command_config)
+    security = client_security()  # --command-config: the console's credentials
     try:
         import uvicorn
 
@@ -68,18 +61,6 @@ def console(
     )
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
-
-
-def _security(command_config: Path | None) -> ClientSecurity | None:
-    """The client properties file's TLS and SASL settings (Kafka's tools take the same)."""
-    if command_config is None:
-        return None
-    from odradek.broker.config import ConfigError, read_properties
-
-    try:
-        return ClientSecurity.from_properties(read_properties(command_config))
-    except (ConfigError, SecurityConfigError) as exc:
-        raise CliError(f"--command-config {command_config}: {exc}") from None
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import click
 
 from odradek import timeouts
+from odradek.cli.command_config import client_security, command_config_alias
 from odradek.cli.consume_group import LEAVE_TIMEOUT_S, seek_to_start
 from odradek.cli.errors import CliError
 from odradek.cli.output import (
@@ -132,6 +133,7 @@ async def consume_records(
         consumer = Consumer(
             bootstrap_server,
             client_id=CLIENT_ID,
+            security=client_security(),
             fetch_max_wait_ms=POLL_SLICE_MS,
             isolation_level=isolation_level,
             auto_offset_reset=reset,
@@ -141,6 +143,7 @@ async def consume_records(
             bootstrap_server,
             group_id=group,
             client_id=CLIENT_ID,
+            security=client_security(),
             fetch_max_wait_ms=POLL_SLICE_MS,
             isolation_level=isolation_level,
             auto_offset_reset=reset,
@@ -223,6 +226,7 @@ async def consume_records(
 @click.command("consume")
 @click.argument("topic")
 @bootstrap_option
+@command_config_alias("--consumer.config", "kafka-console-consumer")
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
 @click.option(
     "--offset",

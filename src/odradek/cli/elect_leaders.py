@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
@@ -139,7 +140,7 @@ def elect_leaders(
     async def action() -> Any:
         from odradek.client.admin import Admin
 
-        admin = Admin(check_bootstrap(bootstrap_server))
+        admin = Admin(check_bootstrap(bootstrap_server), security=client_security())
         await admin.start()
         try:
             return await admin.elect_leaders(election_type, partitions)

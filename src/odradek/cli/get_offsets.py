@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
@@ -98,7 +99,7 @@ async def fetch_offsets(
     from odradek.client.admin import Admin
     from odradek.client.errors import KafkaError
 
-    async with Admin(bootstrap, client_id="GetOffsetShell") as admin:
+    async with Admin(bootstrap, client_id="GetOffsetShell", security=client_security()) as admin:
         cluster = await admin.client.metadata(None)
         chosen = sorted(
             (name, partition)

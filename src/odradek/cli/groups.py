@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run, table
 from odradek.cli.progress import StepProgress
@@ -61,7 +62,7 @@ async def _with_group_admin(
     from odradek.client.group_admin import GroupAdmin
 
     check_bootstrap(bootstrap_server)
-    admin = GroupAdmin(bootstrap_server)
+    admin = GroupAdmin(bootstrap_server, security=client_security())
     await admin.start()
     try:
         return await action(admin)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
@@ -89,7 +90,7 @@ def describe(bootstrap_server: str, topic_list: str | None, broker_list: str | N
     check_bootstrap(bootstrap_server)
 
     async def action() -> dict[int, dict[str, LogDirDescription]]:
-        admin = Admin(bootstrap_server)
+        admin = Admin(bootstrap_server, security=client_security())
         await admin.start()
         try:
             return await admin.describe_log_dirs(brokers)

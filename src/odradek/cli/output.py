@@ -1,7 +1,8 @@
 """What the client verbs (topics, produce, consume, groups) share.
 
 * :func:`bootstrap_option` — ``--bootstrap-server`` on every verb, default 127.0.0.1:9092
-  (also read from ``ODRADEK_BOOTSTRAP_SERVER``), as Kafka's tools spell it.
+  (also read from ``ODRADEK_BOOTSTRAP_SERVER``), as Kafka's tools spell it, and with it
+  ``--command-config`` (client properties for secured listeners, see command_config.py).
 * :func:`run` — run one coroutine on a fresh event loop (uvloop when installed).
 * Parsers for ``key=value`` arguments (``--config``, ``--add-config``, ``--header``,
   ``--property``) and for separators written with backslash escapes (``'\\t'``).
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 
 import click
 
+from odradek.cli.command_config import command_config_option
 from odradek.cli.errors import CliError
 
 T = TypeVar("T")
@@ -43,7 +45,9 @@ BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
 
 
 def bootstrap_option(command: F) -> F:
-    """Add ``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (parameter ``bootstrap_server``)."""
+    """Add ``--bootstrap-server HOST:PORT[,HOST:PORT...]`` (parameter ``bootstrap_server``)
+    and ``--command-config FILE`` (no parameter: see :func:`client_security`)."""
+    command = command_config_option(command)
     return click.option(
         "--bootstrap-server",
         "-b",

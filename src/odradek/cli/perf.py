@@ -9,7 +9,8 @@ When standard output is a terminal a live ``rich`` progress bar sits below the o
 piped or redirected, the output is exactly Kafka's plain lines.
 
 This module holds what both share: the ``perf`` group, Java ``.properties`` files
-(``--producer.config`` / ``--consumer.config``) and the live display.
+(``--producer.config`` / ``--consumer.config``, whose ``security.*``, ``sasl.*`` and ``ssl.*``
+keys reach secured listeners) and the live display.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import click
 
 from odradek.cli.errors import CliError
+from odradek.client.security import ClientSecurity, SecurityConfigError
 
 
 @click.group("perf", context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,7 +30,7 @@ def perf() -> None:
     """Producer and consumer throughput/latency tests (Kafka's perf-test tools)."""
 
 
-def load_properties(path: str, option: str) -> dict[str, str]:
+def load_properties(path: str | Path, option: str) -> dict[str, str]:
     """A Java ``.properties`` file as a dict: ``key=value``, ``key: value`` or ``key value``
     lines, ``#`` / ``!`` comments, a trailing backslash continues a line."""
     try:
@@ -54,6 +56,21 @@ def load_properties(path: str, option: str) -> dict[str, str]:
             value = value[1:].lstrip(" \t\f")
         props[key] = value
     return props
+
+
+SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
+
+
+def take_security(props: dict[str, str], option: str) -> ClientSecurity | None:
+    """Remove the TLS / SASL keys from ``props`` (the tools pass them to their client as
+    Kafka's do) and return them as settings; None when the file names none."""
+    keys = [key for key in props if key.startswith(SECURITY_PREFIXES)]
+    if not keys:
+        return None
+    try:
+        return ClientSecurity.from_properties({key: props.pop(key) for key in keys})
+    except SecurityConfigError as exc:
+        raise CliError(f"{option}: {exc}") from None
 
 
 def java_fixed(value: float, digits: int) -> str:

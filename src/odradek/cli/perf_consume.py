@@ -28,13 +28,15 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import command_config_path
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
-from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
@@ -331,10 +333,15 @@ def progress_line(
     )
 
 
-def consumer_config(config_file: str | None, fetch_size: int) -> tuple[dict[str, Any], list[str]]:
+def consumer_config(
+    config_file: str | Path | None, fetch_size: int
+) -> tuple[dict[str, Any], list[str]]:
     props = load_properties(config_file, "--consumer.config") if config_file else {}
     config: dict[str, Any] = {"client_id": "perf-consumer-client"}
     warnings = []
+    security = take_security(props, "--consumer.config")
+    if security is not None:
+        config["security"] = security
     for name, raw in props.items():
         if name in IGNORED_PROPS or name == "bootstrap.servers":
             continue
@@ -380,7 +387,7 @@ def consumer_config(config_file: str | None, fetch_size: int) -> tuple[dict[str,
     "--consumer.config",
     "consumer_config_file",
     metavar="CONFIG-FILE",
-    help="Consumer config properties file.",
+    help="Consumer config properties file (security.*, sasl.*, ssl.* included).",
 )
 @click.option("--print-metrics", is_flag=True, help="Print metrics at the end.")
 @click.option(
@@ -437,7 +444,8 @@ def consume(
     if reporting_interval <= 0:
         raise CliError("Reporting interval must be greater than 0.")
     formatter = java_date_format(date_format)
-    config, warnings = consumer_config(consumer_config_file, fetch_size)
+    # --command-config (Kafka 4's name for it) is the same file when --consumer.config is not.
+    config, warnings = consumer_config(consumer_config_file or command_config_path(), fetch_size)
     for warning in warnings:
         click.echo(f"WARN {warning}", err=True)
     run(

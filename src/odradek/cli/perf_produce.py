@@ -30,7 +30,7 @@ import click
 
 from odradek.cli.errors import CliError
 from odradek.cli.output import DEFAULT_BOOTSTRAP, check_bootstrap, run, unescape
-from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
 from odradek.cli.perf_produce_stats import Stats, print_metric_lines
 
 if TYPE_CHECKING:
@@ -96,6 +96,9 @@ def parse_producer_props(
     check_bootstrap(bootstrap)
     config: dict[str, Any] = {"client_id": "perf-producer-client"}
     warnings = []
+    security = take_security(props, "--producer.config")
+    if security is not None:
+        config["security"] = security
     for name, raw in props.items():
         if name in IGNORED_PROPS:
             continue
@@ -307,9 +310,10 @@ async def refresh_display(display: LiveDisplay, stats: Stats) -> None:
 )
 @click.option(
     "--producer.config",
+    "--command-config",
     "producer_config",
     metavar="CONFIG-FILE",
-    help="Producer config properties file.",
+    help="Producer config properties file (security.*, sasl.*, ssl.* included).",
 )
 @click.option(
     "--bootstrap-server",

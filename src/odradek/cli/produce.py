@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from odradek.cli.command_config import client_security, command_config_alias
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, parse_headers, run, unescape
 
@@ -190,7 +191,11 @@ async def produce_lines(
             out.flush()
 
     try:
-        producer = Producer(bootstrap_server, **producer_config)  # type: ignore[arg-type]
+        producer = Producer(
+            bootstrap_server,
+            security=client_security(),
+            **producer_config,  # type: ignore[arg-type]
+        )
     except ValueError as exc:
         raise CliError(str(exc)) from None
     bad_line: CliError | None = None
@@ -234,6 +239,7 @@ async def produce_lines(
 @click.command("produce")
 @click.argument("topic")
 @bootstrap_option
+@command_config_alias("--producer.config", "kafka-console-producer")
 @click.option(
     "--key-separator",
     metavar="SEP",

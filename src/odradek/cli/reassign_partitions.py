@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from odradek import timeouts
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 from odradek.cli.reassign_json import (
@@ -457,7 +458,7 @@ def _run(bootstrap: str, action: Any) -> None:
     async def go() -> None:
         from odradek.client.admin import Admin
 
-        admin = Admin(bootstrap)
+        admin = Admin(bootstrap, security=client_security())
         await admin.start()
         try:
             await action(admin)

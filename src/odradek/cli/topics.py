@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, parse_key_values, run
 
@@ -42,7 +43,7 @@ def _admin(bootstrap_server: str) -> Admin:
     from odradek.client.admin import Admin
 
     check_bootstrap(bootstrap_server)
-    return Admin(bootstrap_server)
+    return Admin(bootstrap_server, security=client_security())
 
 
 async def _with_admin(bootstrap_server: str, action: Any) -> Any:

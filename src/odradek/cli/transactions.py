@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run, table
 
@@ -36,7 +37,7 @@ async def _with_admin(bootstrap_server: str, action: Callable[[TxnAdmin], Awaita
     from odradek.client.txn_admin import TxnAdmin
 
     check_bootstrap(bootstrap_server)
-    admin = TxnAdmin(bootstrap_server)
+    admin = TxnAdmin(bootstrap_server, security=client_security())
     await admin.start()
     try:
         return await action(admin)

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 from odradek.cli.zookeeper import connect_zookeeper
@@ -64,7 +65,7 @@ def parse_add_config(text: str) -> list[tuple[str, str, int]]:
 async def _with_admin(bootstrap: str, action: Any) -> Any:
     from odradek.client.admin import Admin
 
-    admin = Admin(bootstrap)
+    admin = Admin(bootstrap, security=client_security())
     await admin.start()
     try:
         return await action(admin._client)

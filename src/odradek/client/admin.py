@@ -34,6 +34,7 @@ from odradek.client.fetcher import (
 from odradek.client.log_dirs import LogDirDescription
 from odradek.client.log_dirs import describe_log_dirs as _describe_log_dirs
 from odradek.client.metadata import BrokerInfo, ClusterMetadata
+from odradek.client.security import ClientSecurity
 from odradek.client.versions import (
     ALTER_CLIENT_QUOTAS,
     ALTER_CONFIGS,
@@ -165,11 +166,15 @@ class Admin(ClientUser):
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         client_id: str = "odradek-admin",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._attach_client(
-            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            client_or_bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._closed = False
 

@@ -496,7 +496,7 @@ class ClientUser(AsyncResource):
     """Base of objects built on one KafkaClient (producer, consumer, admins).
 
     Given a KafkaClient they borrow it and leave it open; given a bootstrap address they
-    make their own and close it with themselves.
+    make their own (with ``security``: TLS / SASL) and close it with themselves.
     """
 
     _client: KafkaClient
@@ -508,13 +508,17 @@ class ClientUser(AsyncResource):
         *,
         client_id: str,
         request_timeout_ms: int,
+        security: ClientSecurity | None = None,
     ) -> None:
         if isinstance(client_or_bootstrap, KafkaClient):
             self._client = client_or_bootstrap
             self._owns_client = False
         else:
             self._client = KafkaClient(
-                client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+                client_or_bootstrap,
+                client_id=client_id,
+                request_timeout_ms=request_timeout_ms,
+                security=security,
             )
             self._owns_client = True
 

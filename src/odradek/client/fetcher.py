@@ -40,6 +40,7 @@ from kio.schema.errors import ErrorCode
 from odradek.client.core import METADATA_REFRESH_ERRORS, ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
+from odradek.client.security import ClientSecurity
 from odradek.client.versions import FETCH, LIST_OFFSETS
 from odradek.records.batch import decode_batch
 from odradek.records.control import ControlType, peek_control_type
@@ -188,6 +189,7 @@ class Consumer(ClientUser):
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         client_id: str = "odradek-consumer",
+        security: ClientSecurity | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
@@ -206,7 +208,10 @@ class Consumer(ClientUser):
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._attach_client(
-            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            client_or_bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         # The next Fetch, sent when poll() hands records out so the broker's answer comes in

@@ -51,6 +51,7 @@ from odradek.client.core import ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
 from odradek.client.fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from odradek.client.security import ClientSecurity
 from odradek.client.sync import _SyncBase
 
 __all__ = [
@@ -283,11 +284,15 @@ class GroupAdmin(ClientUser):
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         client_id: str = "odradek-group-admin",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._attach_client(
-            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            client_or_bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._coordinators: dict[str, int] = {}
         self._closed = False

@@ -70,6 +70,7 @@ from odradek.client.errors import (
     TransactionStateError,
 )
 from odradek.client.partitioner import Partitioner, PartitionerFn
+from odradek.client.security import ClientSecurity
 from odradek.client.transactions import BUMP_CODES, FATAL_CODES, State, TransactionManager
 from odradek.client.versions import INIT_PRODUCER_ID, PRODUCE
 from odradek.records.appender import RecordsAppender
@@ -267,6 +268,7 @@ class Producer(ClientUser):
         buffer_memory: int = 33554432,
         max_block_ms: int = 60000,
         client_id: str = "odradek-producer",
+        security: ClientSecurity | None = None,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
     ) -> None:
@@ -304,7 +306,10 @@ class Producer(ClientUser):
         self.max_block_ms = max_block_ms
         self.partitioner = Partitioner(partitioner)
         self._attach_client(
-            client_or_bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            client_or_bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._queues: dict[TopicPartition, collections.deque[_Batch]] = {}
         self._states: dict[TopicPartition, _PartitionState] = {}

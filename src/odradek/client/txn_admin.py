@@ -19,6 +19,7 @@ from typing import Any
 from odradek.client.core import ClientUser, KafkaClient
 from odradek.client.entities import build_request
 from odradek.client.errors import ClientError, KafkaError
+from odradek.client.security import ClientSecurity
 
 FIND_COORDINATOR = 10
 WRITE_TXN_MARKERS = 27
@@ -67,12 +68,17 @@ class ProducerDescription:
 
 class TxnAdmin(ClientUser):
     def __init__(
-        self, client_or_bootstrap: KafkaClient | str, *, request_timeout_ms: int = 30000
+        self,
+        client_or_bootstrap: KafkaClient | str,
+        *,
+        request_timeout_ms: int = 30000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self._attach_client(
             client_or_bootstrap,
             client_id="odradek-txn-admin",
             request_timeout_ms=request_timeout_ms,
+            security=security,
         )
 
     async def start(self) -> None:

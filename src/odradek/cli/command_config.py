@@ -1,0 +1,113 @@
+"""``--command-config FILE``: the client properties of every command that talks to a broker.
+
+Kafka's tools (kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh, ...) read a Java
+client properties file given with ``--command-config``; its ``security.protocol``,
+``sasl.mechanism``, ``sasl.jaas.config`` and ``ssl.*`` keys say how to reach a secured
+listener. :func:`odradek.cli.output.bootstrap_option` adds the option next to
+``--bootstrap-server``, so a command that can reach a broker can also reach a secured one
+and no command declares it on its own.
+
+The option does not change the command's parameters: its value is kept on the click
+context, and the code that builds a client asks :func:`client_security` for the settings
+(read once, then cached). A file that cannot be read or used is one error line naming the
+option and the file; the settings themselves are checked by
+:meth:`~odradek.client.security.ClientSecurity.from_properties`. :func:`command_config_alias`
+gives the option an older name a tool still takes (the console producer's
+``--producer.config``); naming two different files is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from odradek.cli.errors import CliError
+from odradek.client.security import ClientSecurity, SecurityConfigError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OPTION = "--command-config"
+_PATH_KEY = "odradek.command_config"
+_OPTION_KEY = "odradek.command_config_option"
+_SECURITY_KEY = "odradek.client_security"
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is None:
+        return
+    given = param.opts[0]
+    if ctx.meta.get(_PATH_KEY, value) != value:
+        raise CliError(f"{given} and {ctx.meta[_OPTION_KEY]} name different files")
+    ctx.meta[_PATH_KEY] = value
+    ctx.meta[_OPTION_KEY] = given
+
+
+def command_config_option(command: F) -> F:
+    """Add ``--command-config FILE``; read it with :func:`client_security`."""
+    return click.option(
+        OPTION,
+        type=click.Path(path_type=Path, dir_okay=False),
+        expose_value=False,
+        callback=_remember,
+        metavar="FILE",
+        help="Client properties file (security.protocol, sasl.*, ssl.*) for secured listeners.",
+    )(command)
+
+
+def command_config_alias(name: str, tool: str) -> Callable[[F], F]:
+    """The same option under an older name Kafka's ``tool`` still takes (e.g. the console
+    producer's ``--producer.config``, deprecated for ``--command-config`` by KIP-1147)."""
+
+    def decorate(command: F) -> F:
+        return click.option(
+            name,
+            type=click.Path(path_type=Path, dir_okay=False),
+            expose_value=False,
+            callback=_remember,
+            metavar="FILE",
+            help=f"Same as --command-config ({tool}'s older name).",
+        )(command)
+
+    return decorate
+
+
+def command_config_path() -> Path | None:
+    """The ``--command-config`` file given to the running command, if any."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_PATH_KEY)
+
+
+def read_client_properties(path: Path, option: str = OPTION) -> dict[str, str]:
+    """A client properties file as a dict; unreadable is a one-line :class:`CliError`."""
+    from odradek.broker.config import ConfigError, read_properties
+
+    try:
+        return read_properties(path)
+    except ConfigError as exc:
+        raise CliError(f"{option} {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{option} {path}: not a text properties file") from None
+
+
+def security_from_file(path: Path, option: str = OPTION) -> ClientSecurity:
+    """The TLS / SASL settings of a client properties file (one error line if unusable)."""
+    try:
+        return ClientSecurity.from_properties(read_client_properties(path, option))
+    except SecurityConfigError as exc:
+        raise CliError(f"{option} {path}: {exc}") from None
+
+
+def client_security() -> ClientSecurity | None:
+    """The running command's ``--command-config`` settings (None: plain connections)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    if _SECURITY_KEY not in ctx.meta:
+        path = ctx.meta.get(_PATH_KEY)
+        option = ctx.meta.get(_OPTION_KEY, OPTION)
+        ctx.meta[_SECURITY_KEY] = None if path is None else security_from_file(path, option)
+    security: ClientSecurity | None = ctx.meta[_SECURITY_KEY]
+    return security
