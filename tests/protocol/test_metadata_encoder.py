@@ -27,8 +27,20 @@ nodes = st.lists(node_ids, max_size=5)
 texts = st.text(min_size=1, max_size=140)
 error_codes = st.sampled_from([0, 3, 5, 9, 29, 37, 87])
 
+# Often the same leader, epoch and replica lists as the partition before (lists or
+# tuples), as real topics have: the encoder reuses those partitions' tails.
+few_nodes = st.lists(st.sampled_from([-1, 1, 2]), max_size=3)
+replica_lists = st.one_of(nodes, few_nodes, few_nodes.map(tuple))
 partitions = st.lists(
-    st.tuples(error_codes, st.integers(0, 2**31 - 1), node_ids, int32s, nodes, nodes, nodes),
+    st.tuples(
+        error_codes,
+        st.integers(0, 2**31 - 1),
+        st.one_of(st.sampled_from([-1, 1]), node_ids),
+        st.one_of(st.sampled_from([0, 5]), int32s),
+        replica_lists,
+        replica_lists,
+        replica_lists,
+    ),
     max_size=12,
 )
 topics = st.lists(

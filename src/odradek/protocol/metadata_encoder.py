@@ -35,6 +35,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from odradek.protocol.primitives import uvarint
 
@@ -124,17 +125,24 @@ def encode_topic(
     if version >= 1:
         head.append(b"\x01" if is_internal else b"\x00")
     # Partitions mostly differ only in their index (same leader, epoch and replicas):
-    # their tails are encoded once per distinct value.
+    # their tails are encoded once per distinct value, and a partition like the one
+    # before it (compared as given, lists or tuples, without building a key) reuses its.
     tails: dict[tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], bytes] = {}
     pack_head = _PARTITION_HEAD.pack
     body: list[bytes] = []
+    append = body.append
+    tail = b""
+    last: tuple[Any, ...] = (None,) * 5
     for error, index, leader, epoch, replicas, isr, offline in partitions:
-        key = (leader, epoch, tuple(replicas), tuple(isr), tuple(offline))
-        tail = tails.get(key)
-        if tail is None:
-            tail = tails[key] = _partition_tail(version, leader, epoch, *key[2:])
-        body.append(pack_head(error, index))
-        body.append(tail)
+        if (leader, epoch, replicas, isr, offline) != last:
+            last = (leader, epoch, replicas, isr, offline)
+            key = (leader, epoch, tuple(replicas), tuple(isr), tuple(offline))
+            found = tails.get(key)
+            if found is None:
+                found = tails[key] = _partition_tail(version, leader, epoch, *key[2:])
+            tail = found
+        append(pack_head(error, index))
+        append(tail)
     head.append(_array_length(len(body) // 2, flexible))
     head.extend(body)
     if version >= 8:
