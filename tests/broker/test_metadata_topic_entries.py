@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers import metadata as metadata_handler
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
-from odradek.broker.metadata_answers import TopicEntries
+from odradek.broker.metadata_answers import ENCODE_ON_THREAD_PARTITIONS, TopicEntries
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
@@ -183,11 +183,16 @@ def test_fast_answer_is_the_kio_answer(version: int) -> None:
 def test_topic_entries_follow_identity_and_extra() -> None:
     entries = TopicEntries()
     one, two = object(), object()
-    assert entries.get("t", 9, one, 1, lambda: b"x") == b"x"
-    assert entries.get("t", 9, one, 1, lambda: b"y") == b"x"  # same state: kept
-    assert entries.get("t", 10, one, 1, lambda: b"v10") == b"v10"  # another layout
-    assert entries.get("t", 9, two, 1, lambda: b"z") == b"z"  # a new state object
-    assert entries.get("t", 9, two, 2, lambda: b"w") == b"w"  # extra changed
+
+    def get(state: object, extra: int, value: bytes, version: int = 9, size: int = 1) -> bytes:
+        return asyncio.run(entries.get("t", version, state, extra, lambda: value, size))
+
+    assert get(one, 1, b"x") == b"x"
+    assert get(one, 1, b"y") == b"x"  # same state: kept
+    assert get(one, 1, b"v10", version=10) == b"v10"  # another layout
+    assert get(two, 1, b"z") == b"z"  # a new state object
+    assert get(two, 2, b"w", size=ENCODE_ON_THREAD_PARTITIONS + 1) == b"w"  # extra changed
+    assert get(two, 2, b"again") == b"w"  # encoded on a thread, kept all the same
     entries.prune(1, {"other"})
     assert len(entries) == 0
 

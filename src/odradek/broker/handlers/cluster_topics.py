@@ -123,7 +123,7 @@ class ClusterTopicHandlers:
             key = (version, ctx.listener_name, None if requested is None else tuple(names))
             body = self.answers.get(generation, key)
             if body is None:
-                body = self._encoded_answer(version, generation, ctx.listener_name, names)
+                body = await self._encoded_answer(version, generation, ctx.listener_name, names)
                 self.answers.put(generation, key, body)
             return framed(ctx, body)
         topics = []
@@ -145,7 +145,7 @@ class ClusterTopicHandlers:
         }
         return respond(ctx, values)
 
-    def _encoded_answer(
+    async def _encoded_answer(
         self, version: int, generation: int, listener: str, names: list[str]
     ) -> bytes:
         """The answer's body from each topic's kept encoded entry: encoded again only
@@ -164,7 +164,8 @@ class ClusterTopicHandlers:
                 continue
             topic_id = cache.topic_id(name)
             encode = functools.partial(_encode_topic, version, name, topic_id, state, live)
-            topics.append(self.entries.get(name, version, state, (topic_id, live), encode))
+            extra = (topic_id, live)
+            topics.append(await self.entries.get(name, version, state, extra, encode, len(state)))
         return encode_metadata_body(
             version,
             brokers=self._brokers_on(listener),

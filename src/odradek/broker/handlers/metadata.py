@@ -148,7 +148,8 @@ async def _encoded_answer(
             topics.append(encode_topic(version, ErrorCode.unknown_topic_or_partition, name,
                                        None, False, ()))  # fmt: skip
             continue
-        topics.append(entries.get(name, version, topic, None, partial(_encode, version, topic)))
+        encode = partial(_encode, version, topic)
+        topics.append(await entries.get(name, version, topic, None, encode, len(topic.partitions)))
     return encode_metadata_body(
         version,
         brokers=endpoints,
