@@ -8,7 +8,10 @@ every topic after it (time from sending the request to the last byte of the answ
 decoded), and the median of ``--requests`` more (the kept answer). Baselines from the same
 run: a Metadata request naming one one-partition topic (what a small request costs on
 this connection), and, in this process, kio's building and encoding of the same
-10,000-partition answer (what every first answer after a change cost before).
+10,000-partition answer (what every first answer after a change cost before). The CPU
+time of the broker's threads during each first answer is printed too (from
+``/proc/<pid>/task/*/schedstat``): on a loaded machine a request's wall time is mostly waiting
+for a core.
 
 ``--before-src DIR`` also runs a broker from another checkout's ``src`` (e.g. main's)
 through the same rounds, interleaved with this one's.
@@ -17,6 +20,7 @@ through the same rounds, interleaved with this one's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
@@ -65,6 +69,17 @@ def _read(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("broker closed the connection")
         got += count
     return bytes(buffer)
+
+
+def broker_cpu_ms(broker: BrokerProcess) -> float:
+    """CPU time of the broker's threads so far (the old code encoded on a thread), from
+    ``/proc/<pid>/task/*/schedstat`` (nanoseconds on a CPU): unlike the wall time of a
+    request on this loaded machine, it leaves out the time the broker waited for a core."""
+    total = 0
+    for task in Path(f"/proc/{broker.proc.pid}/task").iterdir():  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):  # a thread that has just ended
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e6
 
 
 def partitions_in(payload: bytes) -> int:
@@ -142,17 +157,26 @@ def main() -> None:
                     sizes[name][f"bench-{i}"] = args.per_topic
             print(f"{args.topics} topics of {args.per_topic:,} partitions; {load()}")
             for name in names:  # the first answer after the creates: every topic new
+                # A request naming one small topic first: is the broker still busy with
+                # the creates (the partition.metadata writes of its flush job)?
+                probe, _ = ask(clients[name], ["one"])
+                cpu_before = broker_cpu_ms(brokers[name])
                 took, payload = ask(clients[name], None)
-                print(f"  {name}: first Metadata after the creates {took * 1000:.1f} ms")
+                print(f"  {name}: first Metadata after the creates {took * 1000:.1f} ms, broker "
+                      f"CPU {broker_cpu_ms(brokers[name]) - cpu_before:.2f} ms (naming one "
+                      f"partition just before: {probe * 1000:.1f} ms)")  # fmt: skip
             first: dict[str, list[float]] = {n: [] for n in names}
             kept: dict[str, list[float]] = {n: [] for n in names}
             small: dict[str, list[float]] = {n: [] for n in names}
+            cpu: dict[str, list[float]] = {n: [] for n in names}
             payload = b""
             for round_ in range(args.changes):
                 for name in names if round_ % 2 == 0 else list(reversed(names)):
                     client = clients[name]
                     what = change(client, round_, sizes[name])
+                    cpu_before = broker_cpu_ms(brokers[name])
                     took, payload = ask(client, None)
+                    cpu[name].append(broker_cpu_ms(brokers[name]) - cpu_before)
                     listed = partitions_in(payload)
                     expected = sum(sizes[name].values()) + 1
                     if listed != expected:
@@ -163,7 +187,8 @@ def main() -> None:
                     small[name].append(statistics.median(
                         ask(client, ["one"])[0] for _ in range(args.requests)))  # fmt: skip
                     print(f"  {name} round {round_ + 1} ({what}, {listed:,} partitions): first "
-                          f"{took * 1000:.2f} ms, kept {kept[name][-1] * 1000:.2f} ms, "
+                          f"{took * 1000:.2f} ms (broker CPU {cpu[name][-1]:.2f} ms), kept "
+                          f"{kept[name][-1] * 1000:.2f} ms, "
                           f"one partition {small[name][-1] * 1000:.2f} ms")  # fmt: skip
             old = statistics.median(kio_encoding(payload) for _ in range(3))
             for name in names:
@@ -173,7 +198,9 @@ def main() -> None:
                       f"{args.changes}: first after a change {f * 1000:.2f} ms (worst "
                       f"{max(first[name]) * 1000:.2f} ms), kept {k * 1000:.2f} ms; one "
                       f"partition {base * 1000:.2f} ms; ratios {f / base:.1f} and "
-                      f"{k / base:.1f}")  # fmt: skip
+                      f"{k / base:.1f}; broker CPU for the first answer: median "
+                      f"{statistics.median(cpu[name]):.2f} ms, worst "
+                      f"{max(cpu[name]):.2f} ms")  # fmt: skip
             print(f"kio building and encoding the same answer in this process: {old * 1000:.1f} "
                   f"ms (the old first answer's encoding, on a thread); {load()}")  # fmt: skip
         finally:
