@@ -182,3 +182,23 @@ def _with_header(version: int, body: bytes) -> bytes:
     # Response header v0 (correlation id) up to v8, v1 (plus empty tagged fields) from v9.
     head = (42).to_bytes(4, "big") + (b"\x00" if version >= 9 else b"")
     return head + body
+
+
+def test_shared_partition_tails_are_per_layout_and_bounded(monkeypatch) -> None:
+    """Tails are shared across topics per layout (a v9 tail never answers v8) and the
+    store of them is bounded."""
+    from odradek.protocol import metadata_encoder
+
+    rows = [(0, 0, 1, 4, [1, 2], [1], [2])]
+    for version in VERSIONS:  # every layout after the others filled theirs
+        expected = kio_body(version, values_of([], None, 1, [(0, "t", None, False, rows, 0)], 0, 0))
+        ours = encode_metadata_body(
+            version, brokers=[], cluster_id=None, controller_id=1,
+            topics=[encode_topic(version, 0, "t", None, False, rows, 0)],
+            cluster_authorized_operations=0,
+        )  # fmt: skip
+        assert ours == expected
+    monkeypatch.setattr(metadata_encoder, "MAX_KEPT_TAILS", 10)
+    many = [(0, i, i, 0, [i], [i], []) for i in range(50)]
+    encode_topic(9, 0, "wide", None, False, many)
+    assert len(metadata_encoder._TAILS[9]) <= 11

@@ -102,6 +102,34 @@ class TopicEntries:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def kept(self, name: str, layout: int, state: object, extra: Hashable) -> bytes | None:
+        """The entry kept for ``name`` in ``layout`` (:func:`topic_layout` of the version
+        asked) if it was encoded from this very ``state`` and an equal ``extra``."""
+        found = self._entries.get((name, layout))
+        if found is not None and found[0] is state and found[1] == extra:
+            return found[2]
+        return None
+
+    async def encode(
+        self,
+        name: str,
+        layout: int,
+        state: object,
+        extra: Hashable,
+        encode: Callable[[], bytes],
+        partitions: int = 0,
+    ) -> bytes:
+        """``encode()``'s entry, kept; a topic of more than ``ENCODE_ON_THREAD_PARTITIONS``
+        is encoded on a thread (``state`` is never changed, so the thread reads it
+        safely) while the event loop serves others."""
+        if partitions > ENCODE_ON_THREAD_PARTITIONS:
+            entry = await asyncio.to_thread(encode)
+        else:
+            entry = encode()
+        self.encoded += 1
+        self._entries[(name, layout)] = (state, extra, entry)
+        return entry
+
     async def get(
         self,
         name: str,
@@ -111,19 +139,11 @@ class TopicEntries:
         encode: Callable[[], bytes],
         partitions: int = 0,
     ) -> bytes:
-        """The kept entry, or ``encode()``'s, then kept; a topic of more than
-        ``ENCODE_ON_THREAD_PARTITIONS`` is encoded on a thread (``state`` is never
-        changed, so the thread reads it safely) while the event loop serves others."""
-        key = (name, topic_layout(version))
-        found = self._entries.get(key)
-        if found is not None and found[0] is state and found[1] == extra:
-            return found[2]
-        if partitions > ENCODE_ON_THREAD_PARTITIONS:
-            entry = await asyncio.to_thread(encode)
-        else:
-            entry = encode()
-        self.encoded += 1
-        self._entries[key] = (state, extra, entry)
+        """The kept entry, else ``encode()``'s (then kept)."""
+        layout = topic_layout(version)
+        entry = self.kept(name, layout, state, extra)
+        if entry is None:
+            entry = await self.encode(name, layout, state, extra, encode, partitions)
         return entry
 
     def prune(self, generation: int, present: Collection[str]) -> None:

@@ -66,6 +66,15 @@ _EMPTY_TAGS = b"\x00"
 # operations, v9 the flexible encoding, v10 the topic id (v12's nullable name changes
 # nothing for a named topic).
 _LAYOUTS = (0, 1, 1, 1, 1, 5, 5, 7, 8, 9, 10, 10, 10, 10)
+_VERSIONS = range(MAX_VERSION + 1)
+
+
+# Encoded partition tails (all after error code and index) by layout, then by leader,
+# epoch, replicas, ISR and offline replicas: shared by every topic, bounded. Benign if
+# two threads fill one at once (both write the same bytes).
+_TAILS: dict[int, dict[tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], bytes]]
+_TAILS = {layout: {} for layout in set(_LAYOUTS)}
+MAX_KEPT_TAILS = 16_384  # about 5 MB at most
 
 
 def topic_layout(version: int) -> int:
@@ -120,14 +129,17 @@ def encode_topic(
     the zero UUID)."""
     flexible = version >= FIRST_FLEXIBLE
     head = [_INT16.pack(error_code), _string(name, flexible)]
+    if version not in _VERSIONS:
+        raise ValueError(f"Metadata v{version} is not encoded here (v0-v{MAX_VERSION})")
     if version >= 10:
         head.append(topic_id.bytes if topic_id is not None else _ZERO_UUID)
     if version >= 1:
         head.append(b"\x01" if is_internal else b"\x00")
-    # Partitions mostly differ only in their index (same leader, epoch and replicas):
-    # their tails are encoded once per distinct value, and a partition like the one
-    # before it (compared as given, lists or tuples, without building a key) reuses its.
-    tails: dict[tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], bytes] = {}
+    # Partitions mostly differ only in their index (same leader, epoch and replicas, in
+    # this topic and in others): their tails are encoded once per distinct value and
+    # layout, and a partition like the one before it (compared as given, lists or
+    # tuples, without building a key) reuses its.
+    tails = _TAILS[_LAYOUTS[version]]
     pack_head = _PARTITION_HEAD.pack
     body: list[bytes] = []
     append = body.append
@@ -139,11 +151,14 @@ def encode_topic(
             key = (leader, epoch, tuple(replicas), tuple(isr), tuple(offline))
             found = tails.get(key)
             if found is None:
+                if len(tails) >= MAX_KEPT_TAILS:
+                    tails.clear()  # bounded: many brokers make many distinct tails
                 found = tails[key] = _partition_tail(version, leader, epoch, *key[2:])
             tail = found
         append(pack_head(error, index))
         append(tail)
-    head.append(_array_length(len(body) // 2, flexible))
+    count = len(body) // 2
+    head.append(uvarint(count + 1) if flexible else _INT32.pack(count))
     head.extend(body)
     if version >= 8:
         head.append(_INT32.pack(authorized_operations))

@@ -41,7 +41,7 @@ from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import TopicAssignment, parse_kafka_uuid, random_kafka_uuid
 from odradek.cluster.zk.errors import NodeExists, ZooKeeperError
 from odradek.protocol.build import build, response_class
-from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic
+from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic, topic_layout
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -155,6 +155,7 @@ class ClusterTopicHandlers:
         present = cache.topics()
         self.entries.prune(generation, set(present))
         live = frozenset(b.broker_id for b in cache.live_brokers())
+        layout = topic_layout(version)
         topics = []
         for name in names:
             state = cache.partition_map(name)
@@ -163,9 +164,12 @@ class ClusterTopicHandlers:
                                            name, None, False, ()))  # fmt: skip
                 continue
             topic_id = cache.topic_id(name)
-            encode = functools.partial(_encode_topic, version, name, topic_id, state, live)
             extra = (topic_id, live)
-            topics.append(await self.entries.get(name, version, state, extra, encode, len(state)))
+            entry = self.entries.kept(name, layout, state, extra)
+            if entry is None:
+                encode = functools.partial(_encode_topic, version, name, topic_id, state, live)
+                entry = await self.entries.encode(name, layout, state, extra, encode, len(state))
+            topics.append(entry)
         return encode_metadata_body(
             version,
             brokers=self._brokers_on(listener),

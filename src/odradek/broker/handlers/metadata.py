@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import Ticker, error_code, respond, respond_many
+from odradek.broker.handlers.common import (
+    YIELD_EVERY,
+    Ticker,
+    error_code,
+    respond,
+    respond_many,
+)
 from odradek.broker.metadata_answers import framed
 from odradek.cluster.metadata import MetadataError, TopicMetadata
-from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic
+from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic, topic_layout
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -138,18 +145,26 @@ async def _encoded_answer(
     topic that changed since: the store publishes a new TopicMetadata for every change)."""
     store = server.metadata
     entries = server.metadata_topic_entries
-    entries.prune(generation, store.topics())
+    present = store.topics()  # replaced, never changed, by every topic change
+    entries.prune(generation, present)
+    layout = topic_layout(version)
+    kept = entries.kept
     topics = []
-    ticker = Ticker()
-    for name in names:
-        await ticker.tick()
-        topic = store.topic(name)
+    # The loop costs about a microsecond per kept topic: it yields to the event loop
+    # every YIELD_EVERY topics (a Ticker's coroutine per topic would cost a third more).
+    for count, name in enumerate(names, 1):
+        if count % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        topic = present.get(name)
         if topic is None:
             topics.append(encode_topic(version, ErrorCode.unknown_topic_or_partition, name,
                                        None, False, ()))  # fmt: skip
             continue
-        encode = partial(_encode, version, topic)
-        topics.append(await entries.get(name, version, topic, None, encode, len(topic.partitions)))
+        entry = kept(name, layout, topic, None)
+        if entry is None:
+            encode = partial(_encode, version, topic)
+            entry = await entries.encode(name, layout, topic, None, encode, len(topic.partitions))
+        topics.append(entry)
     return encode_metadata_body(
         version,
         brokers=endpoints,
@@ -160,10 +175,10 @@ async def _encoded_answer(
 
 
 def _encode(version: int, topic: TopicMetadata) -> bytes:
-    rows = (
+    rows = [
         (0, index, a.leader, a.leader_epoch, a.replicas, a.isr or a.replicas, ())
         for index, a in sorted(topic.partitions.items())
-    )
+    ]
     return encode_topic(version, 0, topic.name, topic.topic_id, topic.is_internal, rows)
 
 
