@@ -56,7 +56,11 @@ def ask(client: RawClient, topics: list[str] | None) -> tuple[float, bytes]:
     sock.sendall(frame)
     size = struct.unpack(">i", _read(sock, 4))[0]
     payload = _read(sock, size)
-    return time.perf_counter() - start, payload
+    took = time.perf_counter() - start
+    if struct.unpack(">i", payload[:4])[0] != client.correlation:
+        raise SystemExit(f"answer to request {struct.unpack('>i', payload[:4])[0]}, not "
+                         f"{client.correlation}")  # fmt: skip
+    return took, payload
 
 
 def _read(sock: socket.socket, n: int) -> bytes:
@@ -180,7 +184,10 @@ def main() -> None:
                     listed = partitions_in(payload)
                     expected = sum(sizes[name].values()) + 1
                     if listed != expected:
-                        raise SystemExit(f"{name}: {listed} partitions listed, {expected} exist")
+                        _, response = decode_response(METADATA, VERSION, payload)
+                        counts = {t.name: len(t.partitions) for t in response.topics}  # type: ignore[attr-defined]
+                        raise SystemExit(f"{name}: {listed} partitions listed, {expected} "
+                                         f"exist: {counts} vs {sizes[name]}")  # fmt: skip
                     first[name].append(took)
                     kept[name].append(statistics.median(
                         ask(client, None)[0] for _ in range(args.requests)))  # fmt: skip

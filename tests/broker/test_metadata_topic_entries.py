@@ -5,6 +5,7 @@ kio-built answer (what an authorizer or auto-creation still takes)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import types
 import uuid
 from pathlib import Path
@@ -251,3 +252,30 @@ def test_embedded_changes_show_and_only_they_are_encoded(tmp_path: Path) -> None
     store.create_topic("b", 1, 1, {})  # a new b: its own id, not the old entry
     again = decoded(embedded_answer(server, 10, ["b"]), 10).topics[0]
     assert again.topic_id == store.topic("b").topic_id and len(again.partitions) == 1
+
+
+def test_embedded_answers_match_the_store_through_random_changes(tmp_path: Path) -> None:
+    """Creates, partitions added and deletes in a random order (seeded), each answer
+    (every topic and a named subset, two versions) against the store itself."""
+    rng = random.Random(16)
+    server = embedded(tmp_path)
+    store = server.metadata
+    for _ in range(120):
+        names = list(store.topics())
+        action = rng.random()
+        if action < 0.4 or not names:
+            name = f"t{rng.randrange(40)}"
+            if name not in names:
+                store.create_topic(name, rng.randrange(1, 30), 1, {})
+        elif action < 0.8:
+            name = rng.choice(names)
+            store.add_partitions(name, len(store.topic(name).partitions) + rng.randrange(1, 5))
+        else:
+            store.delete_topic(rng.choice(names))
+        for version in (9, 5):
+            asked = [*sorted(store.topics()), "absent"]
+            answer = decoded(embedded_answer(server, version, asked), version)
+            got = {t.name: len(t.partitions) for t in answer.topics}
+            want = {n: len(t.partitions) for n, t in store.topics().items()}
+            assert got == {**want, "absent": 0}
+            assert [t.name for t in answer.topics] == asked
