@@ -13,6 +13,12 @@ cluster metadata cache's, which grows with every UpdateMetadata): the first look
 newer generation drops them all, so an answer never outlives a topic creation or
 deletion, a partition added, or a leader or ISR change. Entries are few (the distinct
 topic lists clients ask for) and bounded, least recently used first out.
+
+Below the whole answers, :class:`TopicEntries` keeps each topic's encoded entry (made by
+:mod:`odradek.protocol.metadata_encoder`) while that topic stays the same, so the first
+answer after a change re-encodes only the topics that changed and joins the rest: with
+10,000 partitions, a few milliseconds instead of building and encoding everything
+(0.15-1.9 s with kio's dataclasses).
 """
 
 from __future__ import annotations
@@ -20,20 +26,20 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Hashable
 
 from odradek.broker.network import ChunkedResponse, RequestContext
-from odradek.protocol.build import build_response
-from odradek.protocol.codec import encode_response_body
 from odradek.protocol.headers import encode_response_header
+from odradek.protocol.metadata_encoder import topic_layout
 
 MAX_ENTRIES = 64
 # Bytes of bodies kept at most (10,000 partitions encode to about 0.4 MB); a body over a
 # quarter of it is not kept (a request naming half a million topics).
 MAX_BYTES = 64 << 20
-# Bodies of answers with more array elements than this are encoded on a thread.
-ENCODE_ON_THREAD_ITEMS = 2000
+
+# A topic entry of more partitions than this is encoded on a thread; below it the event
+# loop encodes it (20,000 partitions: about 4 ms on a quiet core here, more under load).
+ENCODE_ON_THREAD_PARTITIONS = 20_000
 
 _INT32 = struct.Struct(">i")
 _METADATA = 3
@@ -78,17 +84,77 @@ class EncodedAnswers:
             self._bytes -= len(dropped)
 
 
-async def encode_body(ctx: RequestContext, values: Mapping[str, Any], items: int) -> bytes:
-    """The encoded body of the response to ``ctx``'s API and version; large ones on a
-    thread so that the event loop keeps serving other connections."""
-    header = ctx.header
+class TopicEntries:
+    """Encoded Metadata topic entries by (topic, layout of the version asked).
 
-    def encode() -> bytes:
-        return encode_response_body(build_response(header.api_key, header.api_version, values))
+    An entry is valid while the topic's ``state`` is the very object it was encoded from
+    and ``extra`` (anything else it depends on) is equal: the metadata stores publish a
+    new object for a topic whenever its partitions, leaders, epochs or ISR change and
+    never change a published one, so a topic left alone keeps its entry across changes
+    to others. Holding ``state`` keeps its identity from being reused.
+    """
 
-    if items > ENCODE_ON_THREAD_ITEMS:
-        return await asyncio.to_thread(encode)
-    return encode()
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], tuple[object, Hashable, bytes]] = {}
+        self._pruned_generation: int | None = None
+        self.encoded = 0  # entries encoded (for tests and benchmarks)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def kept(self, name: str, layout: int, state: object, extra: Hashable) -> bytes | None:
+        """The entry kept for ``name`` in ``layout`` (:func:`topic_layout` of the version
+        asked) if it was encoded from this very ``state`` and an equal ``extra``."""
+        found = self._entries.get((name, layout))
+        if found is not None and found[0] is state and found[1] == extra:
+            return found[2]
+        return None
+
+    async def encode(
+        self,
+        name: str,
+        layout: int,
+        state: object,
+        extra: Hashable,
+        encode: Callable[[], bytes],
+        partitions: int = 0,
+    ) -> bytes:
+        """``encode()``'s entry, kept; a topic of more than ``ENCODE_ON_THREAD_PARTITIONS``
+        is encoded on a thread (``state`` is never changed, so the thread reads it
+        safely) while the event loop serves others."""
+        if partitions > ENCODE_ON_THREAD_PARTITIONS:
+            entry = await asyncio.to_thread(encode)
+        else:
+            entry = encode()
+        self.encoded += 1
+        self._entries[(name, layout)] = (state, extra, entry)
+        return entry
+
+    async def get(
+        self,
+        name: str,
+        version: int,
+        state: object,
+        extra: Hashable,
+        encode: Callable[[], bytes],
+        partitions: int = 0,
+    ) -> bytes:
+        """The kept entry, else ``encode()``'s (then kept)."""
+        layout = topic_layout(version)
+        entry = self.kept(name, layout, state, extra)
+        if entry is None:
+            entry = await self.encode(name, layout, state, extra, encode, partitions)
+        return entry
+
+    def prune(self, generation: int, present: Collection[str]) -> None:
+        """Forget entries of topics no longer ``present`` (once per metadata generation:
+        deleted topics would otherwise be kept for ever)."""
+        if generation == self._pruned_generation:
+            return
+        self._pruned_generation = generation
+        gone = [key for key in self._entries if key[0] not in present]
+        for key in gone:
+            del self._entries[key]
 
 
 def throttled(ctx: RequestContext, answer: ChunkedResponse, throttle_ms: int) -> ChunkedResponse:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +118,12 @@ class MetadataCache:
         found = self._snapshot.partitions.get(topic)
         return dict(found) if found is not None else None
 
+    def partition_map(self, topic: str) -> Mapping[int, PartitionInfo] | None:
+        """The topic's partitions as the cache holds them, not copied: never changed once
+        published, and a new mapping whenever one of its partitions changes (so a caller
+        may keep what it derives from it while it is the same object). Do not modify."""
+        return self._snapshot.partitions.get(topic)
+
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         return self._snapshot.partitions.get(topic, {}).get(partition)
 
@@ -139,7 +145,17 @@ class MetadataCache:
         self.controller_epoch = epoch
         old = self._snapshot
         brokers = {b.broker_id: b for b in _live_brokers(request)}
-        partitions = {topic: dict(parts) for topic, parts in old.partitions.items()}
+        # Copy on write: a topic's mapping is copied the first time this update changes
+        # it, so topics left alone keep theirs (readers key encoded answers on it).
+        partitions = dict(old.partitions)
+        copied: set[str] = set()
+
+        def writable(topic: str) -> dict[int, PartitionInfo]:
+            if topic not in copied:
+                copied.add(topic)
+                partitions[topic] = dict(partitions.get(topic, {}))
+            return partitions[topic]
+
         topic_ids = dict(old.topic_ids)
         deleted: list[tuple[str, int]] = []
         for topic, topic_id, state in _partition_states(request):
@@ -158,14 +174,19 @@ class MetadataCache:
                 # The controller is deleting the topic: forget the partition (Kafka's
                 # removePartitionInfo), and the topic once its last partition is gone.
                 parts = partitions.get(topic)
-                if parts is not None and parts.pop(info.partition, None) is not None:
+                if parts is not None and info.partition in parts:
+                    parts = writable(topic)
+                    del parts[info.partition]
                     deleted.append((topic, info.partition))
                     if not parts:
                         del partitions[topic]
+                        copied.discard(topic)
                         topic_ids.pop(topic, None)
                 continue
-            partitions.setdefault(topic, {})[info.partition] = info
-            if topic_id is not None:
+            current = partitions.get(topic)
+            if current is None or current.get(info.partition) != info:
+                writable(topic)[info.partition] = info
+            if topic_id is not None and topic_ids.get(topic) != topic_id:
                 topic_ids[topic] = topic_id
         controller_id = int(request.controller_id)
         self._snapshot = _Snapshot(brokers, partitions, topic_ids, controller_id)

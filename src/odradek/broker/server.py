@@ -49,7 +49,7 @@ from odradek.broker.handlers import (
 from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
-from odradek.broker.metadata_answers import EncodedAnswers
+from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries
 from odradek.broker.metrics import BrokerMetrics, BrokerStats, RequestObserver
 from odradek.broker.network import (
     ChunkedResponse,
@@ -151,6 +151,7 @@ class KafkaServer:
         self.authorizer: AclAuthorizer | None = None
         self._enforcer: Enforcer | None = None
         self.metadata_answers = EncodedAnswers()  # encoded Metadata answers (embedded)
+        self.metadata_topic_entries = TopicEntries()  # and their topic entries
         # One hierarchical timing wheel for every delayed operation of this broker (fetches,
         # group joins, syncs and sessions), advanced by one task on the event loop.
         self.timer = Timer()

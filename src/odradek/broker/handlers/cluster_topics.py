@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import typing
 from collections.abc import Callable, Mapping
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import error_code, respond
-from odradek.broker.metadata_answers import EncodedAnswers, encode_body, framed
-from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries, framed
+from odradek.broker.metadata_cache import MetadataCache, PartitionInfo
 from odradek.broker.partition import NO_LEADER
 from odradek.cluster.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
 from odradek.cluster.placement import (
@@ -40,6 +41,7 @@ from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import TopicAssignment, parse_kafka_uuid, random_kafka_uuid
 from odradek.cluster.zk.errors import NodeExists, ZooKeeperError
 from odradek.protocol.build import build, response_class
+from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic, topic_layout
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -67,8 +69,10 @@ class ClusterTopicHandlers:
     # topics skips rebuilding them (clients ask often, the controller changes little).
     _built: dict[tuple[int, str], Any] = field(default_factory=dict)
     _built_generation: int = -1
-    # Whole encoded answers, per (version, topics asked), of the cache's generation.
+    # Whole encoded answers, per (version, topics asked), of the cache's generation, and
+    # the encoded topic entries they are made of (kept while each topic stays the same).
     answers: EncodedAnswers = field(default_factory=EncodedAnswers)
+    entries: TopicEntries = field(default_factory=TopicEntries)
 
     def handlers(self) -> dict[int, Callable[[Any, Any], Any]]:
         return {
@@ -118,8 +122,10 @@ class ClusterTopicHandlers:
             generation = self.cache.generation
             key = (version, ctx.listener_name, None if requested is None else tuple(names))
             body = self.answers.get(generation, key)
-            if body is not None:
-                return framed(ctx, body)
+            if body is None:
+                body = await self._encoded_answer(version, generation, ctx.listener_name, names)
+                self.answers.put(generation, key, body)
+            return framed(ctx, body)
         topics = []
         for name in names:
             if not self.cache.contains(name) and auto_create:
@@ -137,12 +143,40 @@ class ClusterTopicHandlers:
             "topics": topics,
             "cluster_authorized_operations": NOT_REQUESTED,
         }
-        if not cacheable:
-            return respond(ctx, values)
-        items = sum(len(getattr(t, "partitions", ())) for t in topics)
-        body = await encode_body(ctx, values, items)
-        self.answers.put(generation, key, body)
-        return framed(ctx, body)
+        return respond(ctx, values)
+
+    async def _encoded_answer(
+        self, version: int, generation: int, listener: str, names: list[str]
+    ) -> bytes:
+        """The answer's body from each topic's kept encoded entry: encoded again only
+        when the topic's partitions (a new mapping in the cache for every change), its id
+        or the live brokers (a dead leader answers LEADER_NOT_AVAILABLE) changed."""
+        cache = self.cache
+        present = cache.topics()
+        self.entries.prune(generation, set(present))
+        live = frozenset(b.broker_id for b in cache.live_brokers())
+        layout = topic_layout(version)
+        topics = []
+        for name in names:
+            state = cache.partition_map(name)
+            if state is None:
+                topics.append(encode_topic(version, ErrorCode.unknown_topic_or_partition,
+                                           name, None, False, ()))  # fmt: skip
+                continue
+            topic_id = cache.topic_id(name)
+            extra = (topic_id, live)
+            entry = self.entries.kept(name, layout, state, extra)
+            if entry is None:
+                encode = functools.partial(_encode_topic, version, name, topic_id, state, live)
+                entry = await self.entries.encode(name, layout, state, extra, encode, len(state))
+            topics.append(entry)
+        return encode_metadata_body(
+            version,
+            brokers=self._brokers_on(listener),
+            cluster_id=self.cluster_id,
+            controller_id=cache.controller_id,
+            topics=topics,
+        )
 
     def _built_topic(self, version: int, name: str) -> Any:
         if self._built_generation != self.cache.generation:
@@ -515,6 +549,26 @@ def _millis(value: Any) -> int:
     if isinstance(value, timedelta):
         return int(value.total_seconds() * 1000)
     return int(value or 0)
+
+
+def _encode_topic(
+    version: int,
+    name: str,
+    topic_id: Any,
+    partitions: Mapping[int, PartitionInfo],
+    live: frozenset[int],
+) -> bytes:
+    """One topic's Metadata entry, as :meth:`ClusterTopicHandlers._topic_entry` describes
+    it: a leader that is not a live broker answers LEADER_NOT_AVAILABLE and no leader."""
+    rows = []
+    for index, info in sorted(partitions.items()):
+        if info.leader != NO_LEADER and info.leader in live:
+            error, leader = ErrorCode.none, info.leader
+        else:
+            error, leader = ErrorCode.leader_not_available, NO_LEADER
+        rows.append((error, index, leader, info.leader_epoch, info.replicas, info.isr,
+                     info.offline_replicas))  # fmt: skip
+    return encode_topic(version, 0, name, topic_id, name in INTERNAL_TOPICS, rows)
 
 
 @cache
