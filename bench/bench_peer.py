@@ -16,6 +16,9 @@ broker, one run each:
 and prints records/s, MB/s and the broker's CPU seconds per million records (user +
 system from ``/proc/<pid>/stat``; not available for a ``--peer`` address), with the ratio
 odradek / peer. Tansu keeps its data in memory; odradek writes a durable log.
+``--before-src DIR`` also measures a broker running another checkout's ``src`` (main's,
+before a change) in the same run, and ``--rounds N`` repeats everything with the order
+reversed every other round; the ratios are printed per round.
 """
 
 from __future__ import annotations
