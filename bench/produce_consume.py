@@ -80,10 +80,14 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def odradek_broker(workdir: Path) -> Iterator[tuple[str, int]]:
-    """A broker subprocess: yields (bootstrap address, pid)."""
+def odradek_broker(workdir: Path, src: str | None = None) -> Iterator[tuple[str, int]]:
+    """A broker subprocess: yields (bootstrap address, pid). ``src``: run the code in that
+    directory (another checkout's ``src``) instead of the one on PYTHONPATH."""
     port = free_port()
     log_path = workdir / "broker.log"
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
     cmd = [
         sys.executable,
         "-m",
@@ -94,10 +98,10 @@ def odradek_broker(workdir: Path) -> Iterator[tuple[str, int]]:
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",
         "--override",
-        f"log.dir={workdir / 'data'}",
+        f"log.dir={workdir / f'data-{port}'}",
     ]
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for_port(port, proc, "odradek broker")
         yield f"127.0.0.1:{port}", proc.pid

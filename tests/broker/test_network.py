@@ -26,7 +26,9 @@ from odradek.broker.network import (
     DeferredResponse,
     NetworkServer,
     RequestContext,
+    current_listener,
 )
+from odradek.logformat import current_request
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.fetch_encoder import encode_fetch_response
@@ -169,6 +171,49 @@ def test_pipelined_requests_are_answered_in_order(loop_kind: str, deferred: bool
         # Handlers of one connection never overlap (Kafka's per-connection ordering).
         assert handler.max_active == 1
         assert [cid for _key, cid in handler.calls] == list(range(60))
+        client.close()
+        await server.shutdown(timeout=5)
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_lone_requests_run_in_the_read_callback_and_keep_their_order(loop_kind: str) -> None:
+    """A lone small request is handled in the read callback (no processor task switch),
+    in the connection's context variables; one that awaits there is finished by a task
+    ahead of the requests read after it, and handlers still never overlap."""
+
+    async def main() -> None:
+        handler = EchoHandler()
+        handler.delay = lambda cid: 0.2 if cid == 1 else 0.0
+        seen: list[tuple[int, bool, str, bool]] = []
+        echo = handler.handle
+
+        async def handle(ctx: RequestContext, request: Any) -> Any:
+            seen.append((ctx.header.correlation_id, asyncio.current_task() is None,
+                         current_listener.get(), current_request.get() is ctx))  # fmt: skip
+            return await echo(ctx, request)
+
+        handler.handle = handle  # type: ignore[method-assign]
+        server = await started(handler, listener_name="INTERNAL")
+        client = await Client.connect(server.port)
+        client.send(heartbeat(), 0)
+        assert (await client.read(HEARTBEAT, 4))[0] == 0
+        client.send(heartbeat(), 1)  # handled inline, then sleeps in a task
+        await asyncio.sleep(0.05)
+        client.send(heartbeat(), 2)  # read while 1 still sleeps: queued behind it
+        client.send(heartbeat(), 3)
+        got = [(await client.read(HEARTBEAT, 4))[0] for _ in range(3)]
+        assert got == [1, 2, 3]
+        assert handler.max_active == 1
+        assert [cid for cid, *_ in seen] == [0, 1, 2, 3]
+        inline = {cid: in_callback for cid, in_callback, *_ in seen}
+        assert inline[1] is True  # the processor was idle: no task ran its first step
+        assert inline[2] is False  # 1 was still running: the processor took 2
+        assert all(listener == "INTERNAL" and same for _, _, listener, same in seen)
+        # The connection goes on after a request finished in a task.
+        client.send(heartbeat(), 4)
+        assert (await client.read(HEARTBEAT, 4))[0] == 4
         client.close()
         await server.shutdown(timeout=5)
 

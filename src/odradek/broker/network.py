@@ -77,10 +77,11 @@ import os
 import socket
 import sys
 import time
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,6 +128,8 @@ _SMALL_FRAME = 64 * 1024
 # Frames above this size are decoded (and answered) on executor threads. Decoding costs
 # about 5 us per array element; 64 KiB holds at most ~10k elements, ~50 ms on the loop.
 _OFFLOAD_FRAME = 64 * 1024
+# Requests up to this size may be handled in the read callback (_handle_inline).
+_INLINE_FRAME = 16 * 1024
 # Longest time full garbage collections stay suspended by back-to-back large requests.
 _MAX_SUSPENSION_S = 10.0
 # Frame buffers kept for reuse by a listener (see FrameReader and BufferPool).
@@ -217,6 +220,41 @@ class _Close:
         self.reason = reason
 
 
+class _Started:
+    """Queued instead of a frame: a request whose handling began in the read callback
+    (``_Connection._handle_inline``) and awaits something; the processor finishes it
+    before any request read after it."""
+
+    __slots__ = ("frame", "task")
+
+    def __init__(self, frame: bytearray | memoryview, task: asyncio.Task[Any]) -> None:
+        self.frame = frame
+        self.task = task
+
+
+@types.coroutine
+def _resume(coro: Any, step: Any) -> Any:
+    """Go on driving ``coro``, whose first step ran outside any task and yielded ``step``,
+    exactly as a task would have: every later yield, value and exception passes through."""
+    while True:
+        try:
+            value = yield step
+        except BaseException as exc:  # a cancellation thrown into the task
+            try:
+                step = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                step = coro.send(value)
+            except StopIteration as stop:
+                return stop.value
+
+
+async def _continue(coro: Any, step: Any) -> Any:
+    return await _resume(coro, step)
+
+
 _Outgoing = bytes | list[Any] | _Close
 
 
@@ -230,6 +268,10 @@ class _Connection(asyncio.BufferedProtocol):
         self._pending: deque[tuple[bytearray | memoryview | _Close, float]] = deque()
         self._pending_bytes = 0
         self._pending_wakeup = asyncio.Event()
+        # The processor waits for frames and has none: a lone small request may then be
+        # handled in the read callback itself (_handle_inline), without waking it.
+        self._processor_idle = False
+        self._context: Context = copy_context()
         self._responses: deque[_Outgoing | asyncio.Future[_Outgoing | None]] = deque()
         self._responses_wakeup = asyncio.Event()
         self._in_flight = 0  # received, not yet answered (or dropped for acks=0)
@@ -284,6 +326,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._server._connections.add(self)
         high, low = self._server.write_buffer_limits
         transport.set_write_buffer_limits(high=high, low=low)
+        self._context.run(current_listener.set, self._server.listener_name)
         name = f"odradek-conn-{self.connection_id}"
         self._tasks.append(self._loop.create_task(self._process(), name=f"{name}-process"))
         self._tasks.append(self._loop.create_task(self._write(), name=f"{name}-write"))
@@ -323,6 +366,17 @@ class _Connection(asyncio.BufferedProtocol):
             self._update_reading()
             return
         now = self.last_active
+        if (
+            self._processor_idle
+            and len(frames) == 1
+            and self._reader.error is None
+            and self._sasl is None
+            and len(frames[0]) <= _INLINE_FRAME
+        ):
+            self._handle_inline(frames.pop(), now)
+            self._update_reading()
+            return
+        self._processor_idle = False
         for frame in frames:
             self._pending.append((frame, now))
             self._pending_bytes += len(frame)
@@ -510,16 +564,28 @@ class _Connection(asyncio.BufferedProtocol):
                 if self._closed:
                     return
                 self._pending_wakeup.clear()
-                await self._pending_wakeup.wait()
-            frame, received_at = self._pending.popleft()
-            if isinstance(frame, _Close):
-                self._responses.append(frame)
+                self._processor_idle = True
+                try:
+                    await self._pending_wakeup.wait()
+                finally:
+                    self._processor_idle = False
+            item, received_at = self._pending.popleft()
+            if isinstance(item, _Close):
+                self._responses.append(item)
                 self._responses_wakeup.set()
                 return
+            started = item if isinstance(item, _Started) else None
+            frame = item.frame if started is not None else item
+            del item
             size = len(frame)
             self._pending_bytes -= size
             try:
-                outgoing = await self._handle_frame(frame, received_at)
+                if started is not None:
+                    task, started = started.task, None
+                    outgoing = await task
+                    del task
+                else:
+                    outgoing = await self._handle_frame(frame, received_at)
             except asyncio.CancelledError:
                 self._release(size)
                 raise
@@ -564,6 +630,65 @@ class _Connection(asyncio.BufferedProtocol):
                 # Take turns: a connection with many pipelined requests must not keep the
                 # loop from the others (a handler that never awaits never yields).
                 await asyncio.sleep(0)
+
+    def _handle_inline(self, frame: bytearray | memoryview, received_at: float) -> None:
+        """Handle a lone small request in the read callback, where the processor would
+        have been woken to do it (a task switch per request of a linger.ms=0 producer).
+
+        The handler coroutine's first step runs here, in the processor's context
+        variables; most requests (Produce with acks 0 or 1, Metadata, ...) finish in it
+        and are answered at once. One that awaits something goes on in a task that the
+        processor finishes before any later request, so answers stay in request order.
+        """
+        size = len(frame)
+        self._in_flight += 1
+        self.idle.clear()
+        coro = self._handle_frame(frame, received_at)
+        try:
+            step = self._context.run(coro.send, None)
+        except StopIteration as stop:
+            outgoing = stop.value
+        except asyncio.CancelledError:
+            outgoing = _Close("request handling cancelled")
+        except Exception as exc:  # a bug in the protocol layer: drop the connection
+            self._log.exception("unexpected error on connection %s", self.connection_id)
+            outgoing = _Close(f"unexpected {type(exc).__name__}")
+        else:
+            task = self._loop.create_task(_continue(coro, step), context=self._context)
+            self._processor_idle = False  # later requests queue behind this one
+            self._pending.append((_Started(frame, task), received_at))
+            self._pending_bytes += size
+            self._pending_wakeup.set()
+            return
+        del coro
+        # As _process does after a request: the frame's buffer back to the pool, its
+        # bytes released, the answer written at once or queued behind earlier ones.
+        owner = frame.obj if isinstance(frame, memoryview) else None
+        del frame
+        if isinstance(owner, bytearray):
+            self._server.buffer_pool.give_back(owner)
+        del owner
+        self._release(size)
+        if self._closed:
+            return
+        if outgoing is None:
+            self._request_done()
+            return
+        if (
+            isinstance(outgoing, bytes)
+            and self._writer_idle
+            and not self._responses
+            and not self._write_paused
+            and self._transport is not None
+        ):
+            self._transport.write(outgoing)
+            self._request_done()
+            return
+        self._responses.append(outgoing)
+        self._responses_wakeup.set()
+        if isinstance(outgoing, _Close):
+            # The writer closes after the answers before it; nothing more is read.
+            self.stop_reading()
 
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float

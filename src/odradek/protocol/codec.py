@@ -37,9 +37,11 @@ from odradek.protocol.headers import (
     parse_response_header,
 )
 from odradek.protocol.lenient import read_entity
+from odradek.protocol.produce_request import read_produce_request
 from odradek.protocol.schemas import request_type, response_type
 from odradek.protocol.versions import (
     API_VERSIONS,
+    PRODUCE,
     SUPPORTED,
     api_name,
     build_api_versions_response,
@@ -137,7 +139,12 @@ def _decode_request(
             header=header,
         )
     try:
-        request = _read_body(_request_type(api_key, api_version), payload, offset)
+        entity_type = _request_type(api_key, api_version)
+        request = None
+        if api_key == PRODUCE:  # one topic, one partition: read without the walker
+            request = read_produce_request(entity_type, payload, offset)
+        if request is None:
+            request = _read_body(entity_type, payload, offset)
     except Exception as exc:
         raise DecodeError(
             f"cannot decode {api_name(api_key)} v{api_version} request body: "

@@ -75,6 +75,24 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if is_flexible(api_key, api_version) else 0
 
 
+# (api key, version) -> request header version, for API keys odradek knows; filled as
+# versions are seen (a few dozen entries). Looked up on every request.
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+# Client ids as sent -> decoded: a connection sends the same one on every request.
+_CLIENT_IDS: dict[bytes, str] = {}
+_CLIENT_IDS_MAX = 4096
+
+
+def _header_version(api_key: int, api_version: int) -> int:
+    key = (api_key, api_version)
+    version = _HEADER_VERSIONS.get(key)
+    if version is None:
+        version = request_header_version(api_key, api_version)
+        if len(_HEADER_VERSIONS) < 4096:  # clients may send any version number
+            _HEADER_VERSIONS[key] = version
+    return version
+
+
 def parse_request_header(
     payload: bytes | bytearray | memoryview, *, known_api: bool = True
 ) -> tuple[RequestHeader, int]:
@@ -95,39 +113,52 @@ def parse_request_header(
             api_key=api_key,
         )
     api_key, api_version, correlation_id = _FIXED.unpack_from(payload, 0)
-    context = {
-        "correlation_id": correlation_id,
-        "api_key": api_key,
-        "api_version": api_version,
-    }
     offset = REQUEST_HEADER_FIXED_SIZE
-    if known_api and request_header_version(api_key, api_version) == 0:
+    header_version = _header_version(api_key, api_version) if known_api else 1
+    if header_version == 0:
         return RequestHeader(api_key, api_version, correlation_id, None), offset
     if size < offset + 2:
-        raise DecodeError("request header truncated before client_id", **context)
+        raise _header_error("request header truncated before client_id", payload)
     (length,) = _INT16.unpack_from(payload, offset)
     offset += 2
     client_id: str | None
     if length < 0:
         if length != -1:
-            raise DecodeError(f"invalid client_id length {length}", **context)
+            raise _header_error(f"invalid client_id length {length}", payload)
         client_id = None
     else:
         end = offset + length
         if end > size:
-            raise DecodeError("client_id runs past the end of the frame", **context)
-        try:
-            client_id = bytes(payload[offset:end]).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DecodeError(f"client_id is not UTF-8: {exc}", **context) from None
+            raise _header_error("client_id runs past the end of the frame", payload)
+        raw = bytes(payload[offset:end])
+        client_id = _CLIENT_IDS.get(raw)
+        if client_id is None:
+            try:
+                client_id = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _header_error(f"client_id is not UTF-8: {exc}", payload) from None
+            if len(_CLIENT_IDS) >= _CLIENT_IDS_MAX:
+                _CLIENT_IDS.clear()  # bounded: hostile clients may send many
+            _CLIENT_IDS[raw] = client_id
         offset = end
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    if known_api and is_flexible(api_key, api_version):
-        try:
-            offset = skip_tagged_fields(payload, offset)
-        except ValueError as exc:
-            raise DecodeError(f"request header tagged fields: {exc}", **context) from None
+    if header_version == 2:
+        if offset < size and payload[offset] == 0:
+            offset += 1  # no tagged fields: what every client sends
+        else:
+            try:
+                offset = skip_tagged_fields(payload, offset)
+            except ValueError as exc:
+                raise _header_error(f"request header tagged fields: {exc}", payload) from None
     return header, offset
+
+
+def _header_error(message: str, payload: bytes | bytearray | memoryview) -> DecodeError:
+    """A DecodeError carrying the fixed fields (the caller checked they are present)."""
+    api_key, api_version, correlation_id = _FIXED.unpack_from(payload, 0)
+    return DecodeError(
+        message, correlation_id=correlation_id, api_key=api_key, api_version=api_version
+    )
 
 
 def encode_request_header(

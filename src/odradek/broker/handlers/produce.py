@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # Answers listing up to this many partitions are encoded directly on the loop; larger
 # ones go the generic way (built and encoded on the network threads).
 _DIRECT_ENCODE_ITEMS = 1000
+_NO_ERROR = ErrorCode.none
 
 
 @functools.lru_cache(maxsize=4096)  # checked on every request; names repeat
@@ -46,7 +47,6 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
     acks = int(request.acks)
     responses = []
     ticker = Ticker()
-    make_partition = element_builder(ctx, "responses", "partition_responses")
     # acks=all appends waiting for replication: (topic, partition, entry, required offset)
     pending: list[tuple[str, int, dict[str, Any], int]] = []
     # Large appends running on the append thread: (entry, topic, bytes, future result).
@@ -101,6 +101,7 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         )
         if encoded is not None:
             return ChunkedResponse([encoded])
+    make_partition = element_builder(ctx, "responses", "partition_responses")
     for topic_response in responses:
         topic_response["partition_responses"] = [
             make_partition(entry) for entry in topic_response["partition_responses"]
@@ -118,7 +119,8 @@ def _fill(
     pending: list[tuple[str, int, dict[str, Any], int]],
 ) -> None:
     """Put one partition's append result into its answer entry."""
-    entry["error_code"] = ErrorCode(result.error_code)
+    code = result.error_code
+    entry["error_code"] = _NO_ERROR if code == 0 else ErrorCode(code)
     entry["base_offset"] = result.base_offset
     entry["log_start_offset"] = result.log_start_offset
     if result.log_append_time_ms >= 0:

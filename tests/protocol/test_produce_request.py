@@ -1,0 +1,96 @@
+"""The one-topic one-partition Produce reader gives what the generic walker gives, and
+hands every other shape (and every malformed body) to the walker."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.protocol.build import build_request
+from odradek.protocol.codec import DecodeError, decode_request, encode_request
+from odradek.protocol.lenient import read_entity, writable_source
+from odradek.protocol.produce_request import read_produce_request
+from odradek.protocol.schemas import request_type
+from odradek.protocol.versions import PRODUCE, SUPPORTED
+
+VERSIONS = range(SUPPORTED[PRODUCE][0], SUPPORTED[PRODUCE][1] + 1)
+BATCH = bytes(range(70))  # long enough to be returned as a slice of a writable frame
+
+
+def _frame(version: int, topics: list[dict], *, txn: str | None = None) -> bytearray:
+    values = {"transactional_id": txn, "acks": -1, "timeout": 1234, "topic_data": topics}
+    request = build_request(PRODUCE, version, values)
+    return bytearray(encode_request(version, 5, "client", request)[4:])
+
+
+def _body_offset(version: int) -> int:
+    # header: api key, version, correlation id (8), client id "client" (2 + 6), and one
+    # byte of (empty) tagged fields in flexible versions.
+    return 16 + (1 if request_type(PRODUCE, version).__flexible__ else 0)
+
+
+def _read(reader, frame: bytearray, version: int) -> object:
+    """Run ``reader`` on the body as decode_request does (records sliced from the frame)."""
+    token = writable_source.set(memoryview(frame))
+    try:
+        payload = memoryview(frame).toreadonly()  # kio's leaf readers want read-only
+        return reader(request_type(PRODUCE, version), payload, _body_offset(version))
+    finally:
+        writable_source.reset(token)
+
+
+def _walker(frame: bytearray, version: int) -> object:
+    return _read(read_entity, frame, version)[0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("txn", [None, "txn-1"])
+@pytest.mark.parametrize("records", [BATCH, None, b"", b"\x01\x02"])
+def test_single_partition_matches_the_walker(version: int, txn: str | None, records) -> None:
+    frame = _frame(
+        version, [{"name": "topic-a", "partition_data": [{"index": 3, "records": records}]}],
+        txn=txn,
+    )
+    fast = _read(read_produce_request, frame, version)
+    assert fast is not None  # this shape is the fast reader's
+    assert fast == _walker(frame, version)
+    assert type(fast.topic_data[0].partition_data[0].records) is type(
+        _walker(frame, version).topic_data[0].partition_data[0].records
+    )
+    _header, decoded = decode_request(frame)
+    assert decoded == fast
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_other_shapes_fall_back_to_the_walker(version: int) -> None:
+    one = {"index": 0, "records": BATCH}
+    shapes = [
+        [],
+        [{"name": "a", "partition_data": []}],
+        [{"name": "a", "partition_data": [one, {"index": 1, "records": BATCH}]}],
+        [{"name": "a", "partition_data": [one]}, {"name": "b", "partition_data": [one]}],
+    ]
+    for topics in shapes:
+        frame = _frame(version, topics)
+        assert _read(read_produce_request, frame, version) is None
+        _header, decoded = decode_request(frame)
+        assert decoded == _walker(frame, version)
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 9])
+def test_tagged_fields_fall_back_to_the_walker(version: int) -> None:
+    """An unknown tagged field in the request is skipped by the walker (KIP-482)."""
+    frame = _frame(version, [{"name": "t", "partition_data": [{"index": 0, "records": BATCH}]}])
+    assert frame[-1] == 0  # the request's own (empty) tagged-field section
+    frame[-1:] = b"\x01\x07\x02hi"  # one unknown tag (7) of 2 bytes
+    assert _read(read_produce_request, frame, version) is None
+    _header, decoded = decode_request(frame)
+    assert decoded.topic_data[0].partition_data[0].records == BATCH
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_truncated_bodies_raise_the_walkers_error(version: int) -> None:
+    frame = _frame(version, [{"name": "t", "partition_data": [{"index": 0, "records": BATCH}]}])
+    for cut in (20, 30, len(frame) - 40, len(frame) - 1):
+        with pytest.raises(DecodeError) as caught:
+            decode_request(frame[:cut])
+        assert "cannot decode Produce" in str(caught.value)
