@@ -19,9 +19,14 @@ package, every address pinned to 127.0.0.1) and runs against it instead of ``--m
 Python workers then run in a separate executor JVM, as on a real cluster.
 
 Each figure is the best of ``--repeat`` runs, in rows per second, and each odradek figure is
-printed next to the Parquet figure of the same operation and their ratio. The goal is a read
-ratio of at least 0.5. Parquet's ``count()`` reads only file footers, so the full-scan ratio
-is the fair one.
+printed next to the Parquet figure of the same operation and their ratio. The runs of the
+things compared take turns (Parquet, odradek, Parquet, ...), so that a change in the machine's
+load hits both. Beside each wall-time ratio is the ratio of CPU per row (this process and all
+its descendants: Spark's JVMs and Python workers and the broker, read from ``/proc``; the least
+of the runs): on a machine shared with other work it moves much less between runs, and where
+both sides keep every core busy it is the throughput ratio an idle machine would show. The
+goals are a full-scan ratio of at least 0.5 and a write ratio of at least 0.4. Parquet's
+``count()`` reads only file footers, so the full-scan ratio is the fair one.
 
 A last line shows the ceiling of any Python data source here: a source whose tasks yield the
 same number of rows as ready-made Arrow batches (no I/O, no decoding) scanned the same way.
@@ -188,13 +193,60 @@ def ceiling_source(rows: int, partitions: int, value_bytes: int) -> type:
     return CeilingSource
 
 
-def best_of(repeat: int, action: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(repeat):
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU time of this process and every descendant (Spark's JVMs and Python workers, the
+    broker), from /proc: on a machine shared with other work, CPU per row moves far less
+    between runs than wall time does."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        pid, ppid = int(entry), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        # utime, stime and the reaped children's cutime, cstime
+        times[pid] = sum(int(x) for x in fields[11:15]) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+class Measured:
+    """Best wall time of several runs of one action, and its CPU (whole process tree) per run."""
+
+    def __init__(self) -> None:
+        self.best = float("inf")
+        self.cpu: list[float] = []
+
+    def run(self, action: Callable[[], object]) -> None:
+        cpu = tree_cpu_seconds()
         started = time.perf_counter()
         action()
-        best = min(best, time.perf_counter() - started)
-    return best
+        self.best = min(self.best, time.perf_counter() - started)
+        self.cpu.append(tree_cpu_seconds() - cpu)
+
+    @property
+    def cpu_s(self) -> float:
+        return min(self.cpu)
+
+
+def interleaved(repeat: int, *actions: Callable[[], object]) -> list[Measured]:
+    """Each action ``repeat`` times, taking turns, so a change of machine load hits all alike."""
+    results = [Measured() for _ in actions]
+    for _ in range(repeat):
+        for measured, action in zip(results, actions, strict=True):
+            measured.run(action)
+    return results
 
 
 def main() -> int:
@@ -285,8 +337,7 @@ def main() -> int:
         last_topic = [""]
         print(f"{n:,} rows, {args.value_bytes}-byte values, {args.partitions} partitions, "
               f"master {master}, best of {args.repeat}")  # fmt: skip
-        w_parquet = best_of(args.repeat, write_parquet)
-        w_odradek = best_of(args.repeat, write_odradek)
+        w_parquet, w_odradek = interleaved(args.repeat, write_parquet, write_odradek)
 
         def odradek_frame():
             return (
@@ -298,28 +349,38 @@ def main() -> int:
 
         assert odradek_frame().count() == n, "the topic does not hold every row written"
         parquet_frame = spark.read.parquet(str(parquet_dir))
-        c_parquet = best_of(args.repeat, parquet_frame.count)
-        c_odradek = best_of(args.repeat, lambda: odradek_frame().count())
+        c_parquet, c_odradek = interleaved(
+            args.repeat, parquet_frame.count, lambda: odradek_frame().count()
+        )
 
         def scan(frame) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        s_parquet = best_of(args.repeat, lambda: scan(spark.read.parquet(str(parquet_dir))))
-        s_odradek = best_of(args.repeat, lambda: scan(odradek_frame()))
-
-        def line(what: str, parquet_s: float, other_s: float, other: str = "odradek") -> None:
-            print(
-                f"{what:<28} parquet {n / parquet_s:>12,.0f} rows/s   {other} "
-                f"{n / other_s:>12,.0f} rows/s   ratio {parquet_s / other_s:5.2f}"
-            )
-
         spark.dataSource.register(ceiling_source(n, args.partitions, args.value_bytes))
-        s_ceiling = best_of(args.repeat, lambda: scan(spark.read.format("arrow_ceiling").load()))
+        s_parquet, s_odradek, s_ceiling = interleaved(
+            args.repeat,
+            lambda: scan(spark.read.parquet(str(parquet_dir))),
+            lambda: scan(odradek_frame()),
+            lambda: scan(spark.read.format("arrow_ceiling").load()),
+        )
+
+        def line(what: str, parquet: Measured, other: Measured, name: str = "odradek") -> None:
+            print(
+                f"{what:<28} parquet {n / parquet.best:>10,.0f} rows/s   {name} "
+                f"{n / other.best:>10,.0f} rows/s   ratio {parquet.best / other.best:5.2f}"
+                f"   | CPU us/row {1e6 * parquet.cpu_s / n:5.1f} vs {1e6 * other.cpu_s / n:5.1f}"
+                f", ratio {parquet.cpu_s / other.cpu_s:5.2f}"
+            )
 
         line("write", w_parquet, w_odradek)
         line("read: count()", c_parquet, c_odradek)
         line("read: full scan (noop sink)", s_parquet, s_odradek)
         line("ceiling: no I/O, no decoding", s_parquet, s_ceiling, "arrow  ")
+        print(
+            f"full scan / ceiling: {s_ceiling.best / s_odradek.best:.2f} (wall), "
+            f"{s_ceiling.cpu_s / s_odradek.cpu_s:.2f} (CPU); goals: read >= 0.5, write >= 0.4 "
+            "of Parquet"
+        )
         spark.stop()
     finally:
         if cluster is not None:

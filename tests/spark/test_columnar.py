@@ -352,3 +352,23 @@ def test_damage_in_one_of_many_batches_never_crashes() -> None:
             values = chunk.batch.column("value").to_pylist()
             assert all(v is None or len(v) < len(clean) // 4 for v in values)
     assert errors > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=40), st.booleans())
+def test_bulk_varints_match_the_record_layer(values: list[int], narrow: bool) -> None:
+    """Every zigzag varlong, 1 to 10 bytes, decodes as the record layer's encoder wrote it,
+    also when all of a column share one width (the fast paths of _varints)."""
+    import numpy as np
+
+    from odradek.records.varint import encode_varlong
+    from odradek.spark.columnar import _varints
+
+    if narrow:
+        values = [v % 64 for v in values]  # every one a single byte
+    encoded = [encode_varlong(v) for v in values]
+    positions = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int64)
+    arr = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    decoded, after = _varints(arr, positions)
+    assert decoded.tolist() == values
+    assert (after - positions).tolist() == [len(e) for e in encoded]

@@ -141,6 +141,12 @@ def test_unknown_and_unsupported_options() -> None:
 def test_sink_options() -> None:
     sink = parse_sink_options({**BOOT, "topic": "out", "kafka.compression.type": "zstd"})
     assert sink.topic == "out" and sink.compression_type == "zstd" and sink.acks == -1
+    # Larger batches than Java's 16 KiB by default (a write task has its rows at hand), but
+    # kafka.batch.size is honoured, and the default stays inside a smaller max.request.size.
+    assert sink.batch_size == 262_144
+    assert parse_sink_options({**BOOT, "kafka.batch.size": "16384"}).batch_size == 16_384
+    small = parse_sink_options({**BOOT, "kafka.max.request.size": "100000"})
+    assert small.batch_size == 50_000 and small.max_request_size == 100_000
     with pytest.raises(OptionError, match=r"compression\.type"):
         parse_sink_options({**BOOT, "kafka.compression.type": "brotli"})
     with pytest.raises(OptionError, match=r"kafka\.acks"):
