@@ -429,6 +429,11 @@ async def leave_cluster(
         # end or change: the session's expiry will do it.
         log.warning("not connected to ZooKeeper: stopping without a controlled shutdown")
     elif parts and config.get("controlled.shutdown.enable") and membership.broker_epoch >= 0:
+        # Stop following first, for good: the controller answers by making this broker a
+        # follower of the partitions it led, and a fetch that caught up afterwards would
+        # let their new leader put a broker that is leaving back into the ISR (the race
+        # KIP-841 closes on the controller's side; here the leaving broker ends it).
+        await parts.fetchers.close()
         await controlled_shutdown(
             parts.metadata_cache,
             parts.address_of,
