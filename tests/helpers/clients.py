@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 
 def consume_in_group(
@@ -31,3 +31,23 @@ def consume_in_group(
         consumer.commit(asynchronous=False)
     consumer.close()
     return seen
+
+
+def read_partition(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of partition 0 of ``topic`` from its start, assigned (no group
+    membership), until ``count`` records came or 100 s of polls passed."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out: list[tuple[int, bytes]] = []
+    try:
+        for _ in range(200):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append((msg.offset(), msg.value()))
+            if len(out) >= count:
+                break
+    finally:
+        consumer.close()
+    return out
