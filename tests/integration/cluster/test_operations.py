@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.zk.client import ZkClient
 from tests.cli.helpers import odradek
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.cluster import wait_for
+from tests.helpers.cluster import wait_for, zk_broker
 from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(240)]
@@ -35,16 +35,8 @@ def brokers(tmp_path: Path, zk_connect: str, zk: ZkClient) -> Iterator[dict[int,
     started: dict[int, BrokerProcess] = {}
     try:
         for broker_id in (1, 2, 3):
-            started[broker_id] = BrokerProcess(
-                tmp_path / f"b{broker_id}",
-                overrides={
-                    "zookeeper.connect": zk_connect,
-                    "zookeeper.session.timeout.ms": "6000",
-                    "broker.id": str(broker_id),
-                    "controlled.shutdown.retry.backoff.ms": "100",
-                    "auto.leader.rebalance.enable": "false",
-                },
-                log_path=tmp_path / f"b{broker_id}.log",
+            started[broker_id] = zk_broker(
+                tmp_path, zk_connect, broker_id, {"auto.leader.rebalance.enable": "false"}
             ).start()
         yield started
     finally:

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import PartitionState
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.cluster import wait_for
+from tests.helpers.cluster import wait_for, zk_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(150)]
 
@@ -36,23 +36,7 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
 
 
 def _start_cluster(tmp_path: Path, zk_connect: str, **extra: str) -> list[BrokerProcess]:
-    brokers = []
-    for broker_id in BROKER_IDS:
-        overrides = {
-            "zookeeper.connect": zk_connect,
-            "zookeeper.session.timeout.ms": "6000",
-            "broker.id": str(broker_id),
-            "controlled.shutdown.retry.backoff.ms": "100",
-            **extra,
-        }
-        brokers.append(
-            BrokerProcess(
-                tmp_path / f"b{broker_id}",
-                overrides=overrides,
-                log_path=tmp_path / f"b{broker_id}.log",
-            ).start()
-        )
-    return brokers
+    return [zk_broker(tmp_path, zk_connect, i, extra).start() for i in BROKER_IDS]
 
 
 def _stop_all(brokers: list[BrokerProcess]) -> None:
