@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
 def consume_in_group(
@@ -51,3 +52,26 @@ def read_partition(bootstrap: str, topic: str, count: int) -> list[tuple[int, by
     finally:
         consumer.close()
     return out
+
+
+def read_values(config: dict[str, Any], topic: str, expect: int, timeout: float) -> list[bytes]:
+    """Values of partition 0 of ``topic`` from offset 0, read by a consumer made from
+    ``config`` and assigned the partition, until ``expect`` came or ``timeout`` passed. End
+    of partition is waited through; any other error fails the read."""
+    consumer = Consumer(config)
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and len(values) < expect:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(msg.error())
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    return values

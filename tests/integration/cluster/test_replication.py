@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import PartitionState
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import read_values
 from tests.helpers.cluster import wait_for, zk_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(150)]
@@ -113,30 +114,13 @@ def _produce(
 def _consume_all(
     brokers: list[BrokerProcess], topic: str, expect: int, timeout: float
 ) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": _bootstrap(brokers),
-            "group.id": "replication-check",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and len(values) < expect:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    config = {
+        "bootstrap.servers": _bootstrap(brokers),
+        "group.id": "replication-check",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    return read_values(config, topic, expect, timeout)
 
 
 def _segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
