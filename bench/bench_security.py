@@ -22,9 +22,7 @@ import base64
 import hashlib
 import hmac
 import os
-import socket
 import ssl
-import struct
 import sys
 import tempfile
 import time
@@ -44,9 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.helpers.broker import BrokerProcess, free_port, wait_for_port  # noqa: E402
 from tests.helpers.certs import make_pki  # noqa: E402
-
-from odradek.protocol.build import build_request  # noqa: E402
-from odradek.protocol.codec import decode_response, encode_request  # noqa: E402
+from tests.helpers.raw import RawClient  # noqa: E402
 
 PLAIN_JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-pw";'
@@ -108,35 +104,12 @@ def _consume(config: dict, topic: str, messages: int) -> float:
     return elapsed
 
 
-class _Raw:
-    def __init__(self, port: int, context: ssl.SSLContext | None) -> None:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock = context.wrap_socket(sock, server_hostname="localhost") if context else sock
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, values: dict) -> object:
-        self.correlation += 1
-        request = build_request(api_key, version, values)
-        self.sock.sendall(encode_request(version, self.correlation, "bench", request))
-        size = struct.unpack(">i", self._read(4))[0]
-        return decode_response(api_key, version, self._read(size))[1]
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
-
-def _plain(raw: _Raw) -> None:
+def _plain(raw: RawClient) -> None:
     assert raw.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
     assert raw.call(36, 2, {"auth_bytes": b"\x00bench\x00bench-pw"}).error_code == 0
 
 
-def _scram(raw: _Raw) -> None:
+def _scram(raw: RawClient) -> None:
     assert raw.call(17, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
     nonce = base64.b64encode(os.urandom(18)).decode()
     first_bare = f"n=bench,r={nonce}"
@@ -160,7 +133,7 @@ def _logins_per_second(port: int, context: ssl.SSLContext | None, login, seconds
     count = 0
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
-        raw = _Raw(port, context)
+        raw = RawClient(port, context=context)
         if login is not None:
             login(raw)
         else:

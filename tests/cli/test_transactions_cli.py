@@ -16,19 +16,25 @@ from tests.integration.test_txn_confluent import consume_all
 WAIT_S = 30
 
 
+def _open_transaction(bs: str, transactional_id: str, value: bytes) -> tuple[str, Producer]:
+    """A new one-partition topic and a producer whose open transaction wrote ``value`` to it."""
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=WAIT_S)
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": transactional_id})
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    producer.produce(topic, value, partition=0)
+    return topic, producer
+
+
 def test_list_describe_and_abort(tmp_path: Path) -> None:
     broker = BrokerProcess(
         tmp_path / "data", overrides={"transaction.state.log.num.partitions": "2"}
     ).start()
     try:
         bs = broker.bootstrap
-        topic = f"t-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=WAIT_S)
-        producer = Producer({"bootstrap.servers": bs, "transactional.id": "cli-txn"})
-        producer.init_transactions(WAIT_S)
-        producer.begin_transaction()
-        producer.produce(topic, b"hanging", partition=0)
+        topic, producer = _open_transaction(bs, "cli-txn", b"hanging")
         producer.flush(WAIT_S)
 
         listed = odradek("transactions", "list", "-b", bs).check()
@@ -93,13 +99,7 @@ def test_describe_an_id_without_an_open_transaction(tmp_path: Path) -> None:
     ).start()
     try:
         bs = broker.bootstrap
-        topic = f"t-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bs})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=WAIT_S)
-        producer = Producer({"bootstrap.servers": bs, "transactional.id": "done-txn"})
-        producer.init_transactions(WAIT_S)
-        producer.begin_transaction()
-        producer.produce(topic, b"v", partition=0)
+        _topic, producer = _open_transaction(bs, "done-txn", b"v")
         producer.commit_transaction(WAIT_S)
 
         described = odradek(

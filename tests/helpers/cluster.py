@@ -41,6 +41,26 @@ def wait_for(probe: Callable[[], T], timeout: float, what: str, interval: float 
         time.sleep(interval)
 
 
+def zk_broker(
+    tmp_path: Path, zk_connect: str, broker_id: int, overrides: dict[str, str] | None = None
+) -> BrokerProcess:
+    """Broker ``broker_id`` (not started) in ``tmp_path/b<id>``, logging to ``b<id>.log``,
+    with the settings the hand-built clusters share: a 6 s ZooKeeper session, so a stopped
+    broker is noticed quickly, and a short controlled-shutdown backoff, since the last
+    broker to stop finds nowhere to move its leaders (don't wait 3 x 5 s)."""
+    return BrokerProcess(
+        tmp_path / f"b{broker_id}",
+        overrides={
+            "zookeeper.connect": zk_connect,
+            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "broker.id": str(broker_id),
+            "controlled.shutdown.retry.backoff.ms": "100",
+            **(overrides or {}),
+        },
+        log_path=tmp_path / f"b{broker_id}.log",
+    )
+
+
 class BrokerCluster:
     def __init__(
         self,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from typing import Any
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response, encode_request
@@ -12,20 +14,29 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 
 
 class RawClient:
-    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
-        self.sock = socket.create_connection((host, port), timeout=10)
+    """One connection, plaintext or (given ``context``) TLS, sending one request at a time."""
+
+    def __init__(
+        self, port: int, host: str = "127.0.0.1", context: ssl.SSLContext | None = None
+    ) -> None:
+        sock = socket.create_connection((host, port), timeout=10)
+        self.sock = context.wrap_socket(sock, server_hostname="localhost") if context else sock
         self.correlation = 0
 
-    def call(self, api_key: int, version: int, values: dict) -> object:
+    def send(self, api_key: int, version: int, values: dict) -> None:
+        """Send a request without reading its answer (for requests the broker must refuse)."""
         self.correlation += 1
         request = build_request(api_key, version, values)
         self.sock.sendall(encode_request(version, self.correlation, "raw", request))
-        size = struct.unpack(">i", self._read(4))[0]
-        correlation, response = decode_response(api_key, version, self._read(size))
+
+    def call(self, api_key: int, version: int, values: dict) -> Any:
+        self.send(api_key, version, values)
+        size = struct.unpack(">i", self.read(4))[0]
+        correlation, response = decode_response(api_key, version, self.read(size))
         assert correlation == self.correlation
         return response
 
-    def _read(self, n: int) -> bytes:
+    def read(self, n: int) -> bytes:
         data = b""
         while len(data) < n:
             chunk = self.sock.recv(n - len(data))

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import read_partition
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -89,24 +90,6 @@ def describe(bootstrap: str) -> dict[str, object]:
     return json.loads(result.stdout)
 
 
-def consume_all(bootstrap: str, count: int) -> list[tuple[int, bytes]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-    out: list[tuple[int, bytes]] = []
-    try:
-        for _ in range(200):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append((msg.offset(), msg.value()))
-            if len(out) >= count:
-                break
-    finally:
-        consumer.close()
-    return out
-
-
 def error_lines(broker: BrokerProcess) -> list[str]:
     return [line for line in broker.log_text().splitlines() if " ERROR " in line]
 
@@ -159,7 +142,7 @@ def test_full_disk_goes_offline_once_and_recovers(
             assert time.monotonic() < deadline, "the directory never came back online"
             time.sleep(0.5)
         assert offset == 10  # failed appends left nothing behind
-        assert consume_all(broker.bootstrap, 11) == [*acked, (10, b"after")]
+        assert read_partition(broker.bootstrap, TOPIC, 11) == [*acked, (10, b"after")]
         log = broker.log_text()
         assert log.count("is back online") == 1
         assert len(error_lines(broker)) == 1

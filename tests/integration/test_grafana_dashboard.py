@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from tests.helpers.broker import BrokerProcess, free_port
+from tests.helpers.clients import consume_in_group
 from tests.helpers.metrics import scrape
 
 pytestmark = pytest.mark.integration
@@ -58,22 +58,7 @@ def test_every_metric_the_dashboard_queries_is_exported(tmp_path: Path) -> None:
         for i in range(50):
             producer.produce("dashboard", value=b"%d" % i)
         assert producer.flush(30) == 0
-        consumer = Consumer(
-            {
-                "bootstrap.servers": proc.bootstrap,
-                "group.id": "dashboard-readers",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-            }
-        )
-        consumer.subscribe(["dashboard"])
-        seen, deadline = 0, time.monotonic() + 60
-        while seen < 10 and time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is not None and not message.error():
-                seen += 1
-        consumer.commit(asynchronous=False)
-        consumer.close()
+        consume_in_group(proc.bootstrap, "dashboard", "dashboard-readers", 10, commit=True)
         exported = set(scrape(metrics_port).samples)
     finally:
         proc.stop()

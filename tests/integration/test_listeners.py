@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +17,11 @@ from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker import BrokerProcess, free_port
 from tests.helpers.raw import RawClient
+from tests.integration.conftest import OTHER_HOST  # the host of two_listeners' INTERNAL
 
 pytestmark = pytest.mark.integration
 
 FIND_COORDINATOR = 10
-# A second loopback address: the two listeners differ in host and port.
-OTHER_HOST = "127.0.0.2"
-
-
-@pytest.fixture
-def two_listeners(tmp_path: Path) -> Iterator[tuple[BrokerProcess, int]]:
-    first, second = free_port(), free_port()
-    broker = BrokerProcess(
-        tmp_path / "data",
-        port=first,
-        overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{first},INTERNAL://{OTHER_HOST}:{second}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-        },
-    ).start()
-    try:
-        yield broker, second
-    finally:
-        broker.stop()
 
 
 def _advertised(bootstrap: str) -> list[tuple[str, int]]:

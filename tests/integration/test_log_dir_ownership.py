@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import read_partition
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,24 +35,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
     return offsets
 
 
-def consume_all(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    out: list[tuple[int, bytes]] = []
-    try:
-        for _ in range(200):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append((msg.offset(), msg.value()))
-            if len(out) >= count:
-                break
-    finally:
-        consumer.close()
-    return out
-
-
 def test_second_broker_on_same_dir_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = BrokerProcess(data, log_path=tmp_path / "first.log").start()
@@ -70,7 +53,7 @@ def test_second_broker_on_same_dir_is_refused(tmp_path: Path) -> None:
         assert produce(first.bootstrap, "owned", [b"a3", b"a4"]) == [3, 4]
         first.stop()
         first.start()
-        assert consume_all(first.bootstrap, "owned", 5) == [
+        assert read_partition(first.bootstrap, "owned", 5) == [
             (0, b"a0"), (1, b"a1"), (2, b"a2"), (3, b"a3"), (4, b"a4"),
         ]  # fmt: skip
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.helpers.broker import BrokerProcess, free_port
+from tests.helpers.clients import consume_in_group
 from tests.helpers.cluster import wait_for
 from tests.helpers.metrics import Scrape, scrape
 from tests.helpers.raw import RawClient
@@ -87,22 +87,7 @@ def test_messages_and_bytes_in_and_out_per_topic(broker) -> None:
     assert set(ends) == {"0", "1"} and sum(ends.values()) == 700
     assert before.value("kafka_server_brokertopicmetrics_bytesout_total", 0, topic="orders") == 0
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": proc.bootstrap,
-            "group.id": "readers",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe(["orders"])
-    seen, deadline = 0, time.monotonic() + 60
-    while seen < 700 and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and not message.error():
-            seen += 1
-    consumer.close()
-    assert seen == 700
+    assert consume_in_group(proc.bootstrap, "orders", "readers", 700, commit=False) == 700
     after = scrape(metrics_port)
     # Every batch was sent to the consumer at least once (possibly again after a rebalance).
     bytes_out = after.value("kafka_server_brokertopicmetrics_bytesout_total", topic="orders")
@@ -172,22 +157,7 @@ def test_consumer_lag_matches_groups_describe(broker) -> None:
     proc, metrics_port, _ = broker
     _create(proc.bootstrap, "lagging", 2)
     _produce(proc.bootstrap, "lagging", 400, 20)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": proc.bootstrap,
-            "group.id": "slowpokes",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe(["lagging"])
-    seen, deadline = 0, time.monotonic() + 60
-    while seen < 150 and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and not message.error():
-            seen += 1
-    consumer.commit(asynchronous=False)
-    consumer.close()
+    seen = consume_in_group(proc.bootstrap, "lagging", "slowpokes", 150, commit=True)
     described = subprocess.run(
         [sys.executable, "-m", "odradek", "groups", "describe", "--group", "slowpokes",
          "--bootstrap-server", proc.bootstrap],

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,8 +27,9 @@ from confluent_kafka.admin import (
 )
 
 from odradek.protocol.build import build_request
-from odradek.protocol.codec import decode_response, encode_request
+from odradek.protocol.codec import encode_request
 from tests.helpers.broker import BrokerProcess, free_port, wait_for_port
+from tests.helpers.raw import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -144,27 +143,7 @@ def _token(claims: dict[str, Any]) -> str:
     return f"{part({'alg': 'none'})}.{part(claims)}."
 
 
-class _Raw:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, values: dict) -> Any:
-        self.correlation += 1
-        request = build_request(api_key, version, values)
-        self.sock.sendall(encode_request(version, self.correlation, "raw", request))
-        size = struct.unpack(">i", self._read(4))[0]
-        return decode_response(api_key, version, self._read(size))[1]
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
-
+class _Raw(RawClient):
     def closed(self) -> bool:
         try:
             return self.sock.recv(1) == b""

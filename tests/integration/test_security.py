@@ -26,8 +26,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from odradek.protocol.build import build_request
-from odradek.protocol.codec import decode_response, encode_request
+from tests.helpers.raw import RawClient
 from tests.helpers.secured import SecuredBroker, start_secured_broker
 
 pytestmark = pytest.mark.integration
@@ -283,31 +282,7 @@ def test_untrusted_client_certificate_is_refused_and_others_are_served(secured: 
 # Hostile input on the SASL path -------------------------------------------------------
 
 
-class _Raw:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.correlation = 0
-
-    def send(self, api_key: int, version: int, values: dict) -> None:
-        self.correlation += 1
-        request = build_request(api_key, version, values)
-        self.sock.sendall(encode_request(version, self.correlation, "raw", request))
-
-    def call(self, api_key: int, version: int, values: dict) -> object:
-        self.send(api_key, version, values)
-        size = struct.unpack(">i", self.read(4))[0]
-        _correlation, response = decode_response(api_key, version, self.read(size))
-        return response
-
-    def read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
-
+class _Raw(RawClient):
     def assert_closed(self) -> None:
         self.sock.settimeout(10)
         try:

@@ -91,25 +91,26 @@ def run(body: Callable[[str], Awaitable[None]]) -> Callable[[str], None]:
     return test
 
 
-def lair_for(broker: FakeBroker, tp: tuple[str, int], **expected: Any) -> Any:
-    """The last LeaderAndIsr state of ``tp`` the broker received, if it matches."""
-    for request in reversed(broker.of(LAIR)):
+def last_state_for(broker: FakeBroker, api_key: int, tp: tuple[str, int], **expected: Any) -> Any:
+    """(request, state): the last ``api_key`` request the broker received that carries a
+    state of ``tp``, if that state matches ``expected``; otherwise None."""
+    for request in reversed(broker.of(api_key)):
         state = partition_states(request).get(tp)
         if state is not None:
             if all(getattr(state, k) == v for k, v in expected.items()):
                 return (request, state)
             return None
     return None
+
+
+def lair_for(broker: FakeBroker, tp: tuple[str, int], **expected: Any) -> Any:
+    """The last LeaderAndIsr state of ``tp`` the broker received, if it matches."""
+    return last_state_for(broker, LAIR, tp, **expected)
 
 
 def um_for(broker: FakeBroker, tp: tuple[str, int], **expected: Any) -> Any:
-    for request in reversed(broker.of(UM)):
-        state = partition_states(request).get(tp)
-        if state is not None:
-            if all(getattr(state, k) == v for k, v in expected.items()):
-                return (request, state)
-            return None
-    return None
+    """The last UpdateMetadata state of ``tp`` the broker received, if it matches."""
+    return last_state_for(broker, UM, tp, **expected)
 
 
 def live_ids(request: Any) -> set[int]:

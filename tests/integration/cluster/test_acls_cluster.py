@@ -9,8 +9,6 @@ for the clients.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.helpers.broker import free_port
-from tests.helpers.cluster import BrokerCluster
+from tests.helpers.cluster import BrokerCluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(240)]
 
@@ -64,15 +62,6 @@ def produce_each_partition(port: int, partitions: int) -> list[int | None]:
         )
     producer.flush(30)
     return [None if errors[p] is None else errors[p].code() for p in range(partitions)]
-
-
-def eventually(probe: Callable[[], bool], timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_acl_added_on_one_broker_is_enforced_by_another(
@@ -129,7 +118,12 @@ def test_acl_added_on_one_broker_is_enforced_by_another(
                 }
             ],
         }
-        assert eventually(lambda: produce_each_partition(sasl_ports[2], 2) == [None, None])
+        wait_for(
+            lambda: produce_each_partition(sasl_ports[2], 2) == [None, None],
+            60,
+            "broker 2 to allow alice's writes",
+            interval=0.5,
+        )
 
         # Removed through broker 2: broker 1 stops allowing it too.
         admin2 = AdminClient(sasl(sasl_ports[2], "admin"))
@@ -144,7 +138,12 @@ def test_acl_added_on_one_broker_is_enforced_by_another(
         )
         for future in admin2.delete_acls([everything_on_topic]).values():
             assert len(future.result(20)) == 1
-        assert eventually(lambda: produce_each_partition(sasl_ports[1], 2) == [refused, refused])
+        wait_for(
+            lambda: produce_each_partition(sasl_ports[1], 2) == [refused, refused],
+            60,
+            "broker 1 to refuse alice's writes again",
+            interval=0.5,
+        )
         assert not cluster.zk._zk.exists(f"/kafka-acl/Topic/{TOPIC}")
     finally:
         cluster.close()

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from odradek.broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR
+from tests.helpers.clients import read_values
 from tests.helpers.cluster import BrokerCluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(180)]
@@ -22,31 +23,14 @@ SERVING = "t-0: serving consumer fetches as a follower of 1"
 
 
 def _consume(bootstrap: str, rack: str, expect: int) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"rack-{rack}",
-            "client.rack": rack,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition("t", 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(values) < expect and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"rack-{rack}",
+        "client.rack": rack,
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    }
+    return read_values(config, "t", expect, 60)
 
 
 @pytest.fixture

@@ -22,23 +22,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster.zk.client import ZkClient
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.cluster import wait_for
+from tests.helpers.cluster import wait_for, zk_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(180)]
 
 
 def _broker(tmp_path: Path, zk_connect: str, broker_id: int) -> BrokerProcess:
-    return BrokerProcess(
-        tmp_path / f"b{broker_id}",
-        overrides={
-            "zookeeper.connect": zk_connect,
-            "zookeeper.session.timeout.ms": "6000",
-            "broker.id": str(broker_id),
+    return zk_broker(
+        tmp_path,
+        zk_connect,
+        broker_id,
+        {
             "replica.lag.time.max.ms": "60000",
             "replica.high.watermark.checkpoint.interval.ms": "200",
-            "controlled.shutdown.retry.backoff.ms": "100",
         },
-        log_path=tmp_path / f"b{broker_id}.log",
     )
 
 

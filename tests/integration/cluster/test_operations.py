@@ -4,10 +4,9 @@ ZooKeeper."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -15,21 +14,11 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.zk.client import ZkClient
 from tests.cli.helpers import odradek
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import wait_for, zk_broker
 from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(240)]
-T = TypeVar("T")
 ELECT_LEADERS = 43
-
-
-def poll(probe: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -46,16 +35,8 @@ def brokers(tmp_path: Path, zk_connect: str, zk: ZkClient) -> Iterator[dict[int,
     started: dict[int, BrokerProcess] = {}
     try:
         for broker_id in (1, 2, 3):
-            started[broker_id] = BrokerProcess(
-                tmp_path / f"b{broker_id}",
-                overrides={
-                    "zookeeper.connect": zk_connect,
-                    "zookeeper.session.timeout.ms": "6000",
-                    "broker.id": str(broker_id),
-                    "controlled.shutdown.retry.backoff.ms": "100",
-                    "auto.leader.rebalance.enable": "false",
-                },
-                log_path=tmp_path / f"b{broker_id}.log",
+            started[broker_id] = zk_broker(
+                tmp_path, zk_connect, broker_id, {"auto.leader.rebalance.enable": "false"}
             ).start()
         yield started
     finally:
@@ -124,13 +105,14 @@ def test_describe_cluster_topics_and_elect_preferred_leaders(
     # once its registration is gone, is listed offline.
     gone = assignment.partitions[0][0]
     brokers[gone].stop()
-    under = poll(
+    under = wait_for(
         lambda: (
             (found := describe(brokers, "ops", "--under-replicated-partitions"))
             and len(found) == 3
             and all("\tOffline: " in line for line in found)
             and found
         ),
+        30,
         "three under-replicated partitions with an offline replica",
     )
     for line in under:
@@ -144,8 +126,9 @@ def test_describe_cluster_topics_and_elect_preferred_leaders(
     # Back: it catches up by fetching from the leader and rejoins the ISR (replication),
     # after which the preferred replica can be elected on request.
     brokers[gone].start()
-    poll(
+    wait_for(
         lambda: str(gone) in fields(describe(brokers, "ops")[1])["Isr"].split(","),
+        30,
         "the returning broker back in the ISR of ops-0",
     )
     result = odradek(
@@ -273,11 +256,12 @@ def test_configs_go_through_zookeeper_to_every_broker(
     assert result.error_code == 0
     assert config(result, "retention.ms") == ("123456", DYNAMIC_TOPIC_CONFIG)
     for broker in brokers.values():
-        poll(
+        wait_for(
             lambda b=broker: (
                 "Processing override for entityPath: topics/cfg with config: "
                 "{'retention.ms': '123456'}" in b.log_text()
             ),
+            30,
             f"broker {broker.port} applied the topic config",
         )
     # Back to the default (deleted override) on broker 2.
@@ -311,8 +295,9 @@ def test_configs_go_through_zookeeper_to_every_broker(
     # A topic without an override takes the broker's dynamic default.
     assert config(described(second.port, TOPIC, "cfg"), "retention.ms")[0] == "3600000"
     assert config(described(first.port, TOPIC, "cfg"), "retention.ms")[0] == "7200000"
-    poll(
+    wait_for(
         lambda: "Processing override for entityPath: brokers/<default>" in second.log_text(),
+        30,
         "broker 2 applied the default broker config",
     )
     # Only log.* topic defaults are dynamic; another broker's id is not this broker.

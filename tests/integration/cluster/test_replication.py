@@ -8,31 +8,23 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import PartitionState
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.clients import read_values
+from tests.helpers.cluster import wait_for, zk_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(150)]
 
 BROKER_IDS = (1, 2, 3)
-
-
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -45,23 +37,7 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
 
 
 def _start_cluster(tmp_path: Path, zk_connect: str, **extra: str) -> list[BrokerProcess]:
-    brokers = []
-    for broker_id in BROKER_IDS:
-        overrides = {
-            "zookeeper.connect": zk_connect,
-            "zookeeper.session.timeout.ms": "6000",
-            "broker.id": str(broker_id),
-            "controlled.shutdown.retry.backoff.ms": "100",
-            **extra,
-        }
-        brokers.append(
-            BrokerProcess(
-                tmp_path / f"b{broker_id}",
-                overrides=overrides,
-                log_path=tmp_path / f"b{broker_id}.log",
-            ).start()
-        )
-    return brokers
+    return [zk_broker(tmp_path, zk_connect, i, extra).start() for i in BROKER_IDS]
 
 
 def _stop_all(brokers: list[BrokerProcess]) -> None:
@@ -138,30 +114,13 @@ def _produce(
 def _consume_all(
     brokers: list[BrokerProcess], topic: str, expect: int, timeout: float
 ) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": _bootstrap(brokers),
-            "group.id": "replication-check",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and len(values) < expect:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    config = {
+        "bootstrap.servers": _bootstrap(brokers),
+        "group.id": "replication-check",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    return read_values(config, topic, expect, timeout)
 
 
 def _segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
@@ -175,13 +134,13 @@ def test_acks_all_records_are_on_every_replica(
     brokers = _start_cluster(tmp_path, zk_connect)
     try:
         _create_topic(brokers, "r3", **{"min.insync.replicas": "2"})
-        _wait(lambda: len(_isr(zk, "r3")) == 3, 20, "ISR of three")
+        wait_for(lambda: len(_isr(zk, "r3")) == 3, 20, "ISR of three")
         values = [f"v{i}".encode() for i in range(300)]
         acked, errors = _produce(brokers, "r3", values, acks="all", **{"enable.idempotence": True})
         assert errors == []
         assert sorted(acked) == sorted(values)
         # Followers hold exactly the leader's bytes (offsets, epochs, producer ids kept).
-        _wait(
+        wait_for(
             lambda: len({_segment_bytes(b, "r3") for b in brokers}) == 1,
             20,
             "byte-identical segments",
@@ -202,7 +161,7 @@ def test_stopped_followers_leave_the_isr_and_the_high_watermark_waits(
     )
     try:
         _create_topic(brokers, "hw", **{"min.insync.replicas": "2"})
-        _wait(lambda: len(_isr(zk, "hw")) == 3, 20, "ISR of three")
+        wait_for(lambda: len(_isr(zk, "hw")) == 3, 20, "ISR of three")
         acked, errors = _produce(brokers, "hw", [b"before"], acks="all")
         assert errors == [] and acked == [b"before"]
         leader = _leader(zk, "hw")
@@ -218,7 +177,7 @@ def test_stopped_followers_leave_the_isr_and_the_high_watermark_waits(
             # ISR, the leader alone is the ISR and the HW moves on.)
             assert _consume_all(brokers, "hw", 2, 2) == [b"before"]
             # The followers fall out of the ISR (written to the state znode by the leader).
-            _wait(lambda: _isr(zk, "hw") == (leader,), 15, "ISR shrunk to the leader")
+            wait_for(lambda: _isr(zk, "hw") == (leader,), 15, "ISR shrunk to the leader")
             # min.insync.replicas=2 with an ISR of one: refused before the append.
             acked, errors = _produce(
                 brokers, "hw", [b"refused"], acks="all", **{"message.send.max.retries": 0}
@@ -229,7 +188,7 @@ def test_stopped_followers_leave_the_isr_and_the_high_watermark_waits(
             for follower in followers:
                 assert follower.proc is not None
                 os.kill(follower.proc.pid, signal.SIGCONT)
-        _wait(lambda: _isr(zk, "hw") == BROKER_IDS, 20, "ISR expanded again")
+        wait_for(lambda: _isr(zk, "hw") == BROKER_IDS, 20, "ISR expanded again")
         assert _consume_all(brokers, "hw", 2, 20) == [b"before", b"unreplicated"]
         log_text = brokers[BROKER_IDS.index(leader)].log_text()
         assert "ISR shrink" in log_text and "ISR expand" in log_text
@@ -243,7 +202,7 @@ def test_leader_crash_loses_no_acknowledged_record(
     brokers = _start_cluster(tmp_path, zk_connect)
     try:
         _create_topic(brokers, "crash", **{"min.insync.replicas": "2"})
-        _wait(lambda: len(_isr(zk, "crash")) == 3, 20, "ISR of three")
+        wait_for(lambda: len(_isr(zk, "crash")) == 3, 20, "ISR of three")
         # One idempotent producer across the move: the new leader rebuilt its sequence
         # state from the replicated log, so the producer carries on without a fatal error.
         sender = _Sender(brokers, acks="all", **{"enable.idempotence": True})
@@ -252,7 +211,7 @@ def test_leader_crash_loses_no_acknowledged_record(
         assert sender.errors == [] and sorted(sender.acked) == sorted(first)
         old_leader = _leader(zk, "crash")
         brokers[BROKER_IDS.index(old_leader)].kill()
-        _wait(lambda: _leader(zk, "crash") not in (old_leader, -1), 30, "a new leader")
+        wait_for(lambda: _leader(zk, "crash") not in (old_leader, -1), 30, "a new leader")
         second = [f"b{i}".encode() for i in range(100)]
         sender.send("crash", second)
         assert sender.errors == []
@@ -272,7 +231,7 @@ def test_a_diverged_log_is_truncated_by_leader_epoch(
     brokers = _start_cluster(tmp_path, zk_connect)
     try:
         _create_topic(brokers, "kip101")
-        _wait(lambda: len(_isr(zk, "kip101")) == 3, 20, "ISR of three")
+        wait_for(lambda: len(_isr(zk, "kip101")) == 3, 20, "ISR of three")
         acked, errors = _produce(brokers, "kip101", [b"common"], acks="all")
         assert errors == [] and acked == [b"common"]
         old_leader = _leader(zk, "kip101")
@@ -293,11 +252,11 @@ def test_a_diverged_log_is_truncated_by_leader_epoch(
             for follower in followers:
                 assert follower.proc is not None
                 os.kill(follower.proc.pid, signal.SIGCONT)
-        _wait(lambda: _leader(zk, "kip101") not in (old_leader, -1), 30, "a new leader")
+        wait_for(lambda: _leader(zk, "kip101") not in (old_leader, -1), 30, "a new leader")
         acked, errors = _produce(followers, "kip101", [b"new1", b"new2", b"new3"], acks="all")
         assert errors == [] and len(acked) == 3
         old.start()
-        _wait(
+        wait_for(
             lambda: len({_segment_bytes(b, "kip101") for b in brokers}) == 1,
             30,
             "the old leader's log to match the new leader's",

@@ -22,6 +22,7 @@ from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response
 from tests.broker.test_interbroker_handlers import build, partition_state
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.cluster import zk_broker
 from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(120)]
@@ -40,22 +41,7 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk_connect: str, zk: ZkClient) -> Iterator[list[BrokerProcess]]:
-    brokers = []
-    for broker_id in (1, 2):
-        overrides = {
-            "zookeeper.connect": zk_connect,
-            "zookeeper.session.timeout.ms": "6000",
-            "broker.id": str(broker_id),
-            # The last broker to stop finds nowhere to move its leaders: don't wait 3 x 5 s.
-            "controlled.shutdown.retry.backoff.ms": "100",
-        }
-        brokers.append(
-            BrokerProcess(
-                tmp_path / f"b{broker_id}",
-                overrides=overrides,
-                log_path=tmp_path / f"b{broker_id}.log",
-            ).start()
-        )
+    brokers = [zk_broker(tmp_path, zk_connect, broker_id).start() for broker_id in (1, 2)]
     try:
         yield brokers
     finally:
