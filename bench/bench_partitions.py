@@ -96,8 +96,8 @@ def metadata_bytes(client: RawClient, topics: list[str] | None) -> tuple[float, 
     frame = metadata_request(client, topics)
     start = time.perf_counter()
     client.sock.sendall(frame)
-    size = struct.unpack(">i", client._read(4))[0]
-    payload = client._read(size)
+    size = struct.unpack(">i", client.read(4))[0]
+    payload = client.read(size)
     return time.perf_counter() - start, payload
 
 
