@@ -592,14 +592,8 @@ class _Connection(asyncio.BufferedProtocol):
             except Exception as exc:  # a bug in the protocol layer: drop the connection
                 self._log.exception("unexpected error on connection %s", self.connection_id)
                 outgoing = _Close(f"unexpected {type(exc).__name__}")
-            # A dedicated frame buffer goes back to the pool; it is reused only once
-            # nothing refers to it any more (BufferPool.take checks).
-            owner = frame.obj if isinstance(frame, memoryview) else None
+            self._retire(frame, size)
             del frame
-            if isinstance(owner, bytearray):
-                self._server.buffer_pool.give_back(owner)
-            del owner
-            self._release(size)
             if self._closed:
                 return
             if outgoing is None:
@@ -610,22 +604,8 @@ class _Connection(asyncio.BufferedProtocol):
                 # leaves it to the writer, which closes the connection.
                 with contextlib.suppress(OSError, _TruncatedRegionError):
                     outgoing = self._inline(outgoing)
-            if (
-                isinstance(outgoing, bytes)
-                and self._writer_idle
-                and not self._responses
-                and not self._write_paused
-                and self._transport is not None
-            ):
-                # Nothing is queued before it: send it now rather than waking the writer,
-                # which would wait for its turn behind every other ready connection.
-                self._transport.write(outgoing)
-                self._request_done()
-            else:
-                self._responses.append(outgoing)
-                self._responses_wakeup.set()
-                if isinstance(outgoing, _Close):
-                    return
+            if not self._deliver(outgoing):
+                return
             if self._pending:
                 # Take turns: a connection with many pipelined requests must not keep the
                 # loop from the others (a handler that never awaits never yields).
@@ -661,19 +641,32 @@ class _Connection(asyncio.BufferedProtocol):
             self._pending_wakeup.set()
             return
         del coro
-        # As _process does after a request: the frame's buffer back to the pool, its
-        # bytes released, the answer written at once or queued behind earlier ones.
-        owner = frame.obj if isinstance(frame, memoryview) else None
+        # As _process does after a request.
+        self._retire(frame, size)
         del frame
-        if isinstance(owner, bytearray):
-            self._server.buffer_pool.give_back(owner)
-        del owner
-        self._release(size)
         if self._closed:
             return
         if outgoing is None:
             self._request_done()
             return
+        if not self._deliver(outgoing):
+            # The writer closes after the answers before it; nothing more is read.
+            self.stop_reading()
+
+    def _retire(self, frame: bytearray | memoryview, size: int) -> None:
+        """A handled request's frame: its dedicated buffer goes back to the pool (reused
+        only once nothing refers to it any more: BufferPool.take checks, so the caller
+        drops its own reference next) and its bytes are released."""
+        owner = frame.obj if isinstance(frame, memoryview) else None
+        if isinstance(owner, bytearray):
+            self._server.buffer_pool.give_back(owner)
+        self._release(size)
+
+    def _deliver(self, outgoing: _Outgoing | asyncio.Future[_Outgoing | None]) -> bool:
+        """Answer a handled request: written now when nothing is queued before it (rather
+        than waking the writer, which would wait for its turn behind every other ready
+        connection), else queued for the writer. False when the answer closes the
+        connection."""
         if (
             isinstance(outgoing, bytes)
             and self._writer_idle
@@ -683,12 +676,10 @@ class _Connection(asyncio.BufferedProtocol):
         ):
             self._transport.write(outgoing)
             self._request_done()
-            return
+            return True
         self._responses.append(outgoing)
         self._responses_wakeup.set()
-        if isinstance(outgoing, _Close):
-            # The writer closes after the answers before it; nothing more is read.
-            self.stop_reading()
+        return not isinstance(outgoing, _Close)
 
     async def _handle_frame(
         self, frame: bytes | memoryview, received_at: float
