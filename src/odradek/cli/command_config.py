@@ -45,33 +45,29 @@ def _remember(ctx: click.Context, param: click.Parameter, value: Path | None) ->
     ctx.meta[_OPTION_KEY] = given
 
 
-def command_config_option(command: F) -> F:
-    """Add ``--command-config FILE``; read it with :func:`client_security`."""
+def _file_option(name: str, help_text: str) -> Callable[[F], F]:
+    """An option naming the client properties file, remembered by :func:`_remember`."""
     return click.option(
-        OPTION,
+        name,
         type=click.Path(path_type=Path, dir_okay=False),
         expose_value=False,
         callback=_remember,
         metavar="FILE",
-        help="Client properties file (security.protocol, sasl.*, ssl.*) for secured listeners.",
+        help=help_text,
+    )
+
+
+def command_config_option(command: F) -> F:
+    """Add ``--command-config FILE``; read it with :func:`client_security`."""
+    return _file_option(
+        OPTION, "Client properties file (security.protocol, sasl.*, ssl.*) for secured listeners."
     )(command)
 
 
 def command_config_alias(name: str, tool: str) -> Callable[[F], F]:
     """The same option under an older name Kafka's ``tool`` still takes (e.g. the console
     producer's ``--producer.config``, deprecated for ``--command-config`` by KIP-1147)."""
-
-    def decorate(command: F) -> F:
-        return click.option(
-            name,
-            type=click.Path(path_type=Path, dir_okay=False),
-            expose_value=False,
-            callback=_remember,
-            metavar="FILE",
-            help=f"Same as --command-config ({tool}'s older name).",
-        )(command)
-
-    return decorate
+    return _file_option(name, f"Same as --command-config ({tool}'s older name).")
 
 
 def command_config_path() -> Path | None:

@@ -58,6 +58,13 @@ def _layout(entity_type: type) -> tuple[Any, ...] | None:
     )
 
 
+def _after_one_element(buffer: Any, position: int, flexible: bool) -> int:
+    """The position after an array length saying "one element", or -1 for any other."""
+    if flexible:
+        return position + 1 if buffer[position] == _ONE_ELEMENT_COMPACT else -1
+    return position + 4 if buffer[position : position + 4] == _ONE_ELEMENT_LEGACY else -1
+
+
 def read_produce_request(entity_type: type, buffer: Any, offset: int) -> Any | None:
     """The request at ``offset`` if it lists one topic with one partition and carries no
     tagged fields; else None (decode it with the generic reader)."""
@@ -73,24 +80,14 @@ def read_produce_request(entity_type: type, buffer: Any, offset: int) -> Any | N
         position += size
         timeout, size = read_timeout(buffer, position)
         position += size
-        if flexible:
-            if buffer[position] != _ONE_ELEMENT_COMPACT:
-                return None
-            position += 1
-        else:
-            if buffer[position : position + 4] != _ONE_ELEMENT_LEGACY:
-                return None
-            position += 4
+        position = _after_one_element(buffer, position, flexible)
+        if position < 0:
+            return None
         name, size = read_name(buffer, position)
         position += size
-        if flexible:
-            if buffer[position] != _ONE_ELEMENT_COMPACT:
-                return None
-            position += 1
-        else:
-            if buffer[position : position + 4] != _ONE_ELEMENT_LEGACY:
-                return None
-            position += 4
+        position = _after_one_element(buffer, position, flexible)
+        if position < 0:
+            return None
         index, size = read_index(buffer, position)
         position += size
         records, size = read_records(buffer, position)
