@@ -23,6 +23,7 @@ from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol import interbroker
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import decode_response, encode_response_body
+from odradek.protocol.metadata_encoder import topic_layout
 from tests.broker.test_interbroker_handlers import build
 
 IDS = {"a": uuid.UUID(int=0xA), "b": uuid.UUID(int=0xB), "__consumer_offsets": uuid.UUID(int=7)}
@@ -186,7 +187,12 @@ def test_topic_entries_follow_identity_and_extra() -> None:
     one, two = object(), object()
 
     def get(state: object, extra: int, value: bytes, version: int = 9, size: int = 1) -> bytes:
-        return asyncio.run(entries.get("t", version, state, extra, lambda: value, size))
+        # As the handlers do: the kept entry, else encode it (and keep it).
+        layout = topic_layout(version)
+        found = entries.kept("t", layout, state, extra)
+        if found is not None:
+            return found
+        return asyncio.run(entries.encode("t", layout, state, extra, lambda: value, size))
 
     assert get(one, 1, b"x") == b"x"
     assert get(one, 1, b"y") == b"x"  # same state: kept

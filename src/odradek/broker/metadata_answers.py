@@ -30,7 +30,6 @@ from collections.abc import Callable, Collection, Hashable
 
 from odradek.broker.network import ChunkedResponse, RequestContext
 from odradek.protocol.headers import encode_response_header
-from odradek.protocol.metadata_encoder import topic_layout
 
 MAX_ENTRIES = 64
 # Bytes of bodies kept at most (10,000 partitions encode to about 0.4 MB); a body over a
@@ -128,22 +127,6 @@ class TopicEntries:
             entry = encode()
         self.encoded += 1
         self._entries[(name, layout)] = (state, extra, entry)
-        return entry
-
-    async def get(
-        self,
-        name: str,
-        version: int,
-        state: object,
-        extra: Hashable,
-        encode: Callable[[], bytes],
-        partitions: int = 0,
-    ) -> bytes:
-        """The kept entry, else ``encode()``'s (then kept)."""
-        layout = topic_layout(version)
-        entry = self.kept(name, layout, state, extra)
-        if entry is None:
-            entry = await self.encode(name, layout, state, extra, encode, partitions)
         return entry
 
     def prune(self, generation: int, present: Collection[str]) -> None:
