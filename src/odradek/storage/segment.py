@@ -488,27 +488,19 @@ class LogSegment:
         now_ms: int,
     ) -> bool:  # fmt: skip
         """Whether an append of ``append_size`` bytes must go to a new segment."""
-        # Runs on every append: the checks of can_convert_to_relative_offset,
-        # time_waited_for_roll and the indexes' is_full, written out.
-        base = self.base_offset
-        if not (0 <= first_offset - base <= INT32_MAX and 0 <= last_offset - base <= INT32_MAX):
+        if not self.can_convert_to_relative_offset(
+            first_offset
+        ) or not self.can_convert_to_relative_offset(last_offset):
             return True
         size = self.size
         if size == 0:
             return False  # an empty segment takes anything (one batch may exceed a full index)
-        if not self._indexes_checked:
-            self._checked_indexes()
+        self._checked_indexes()
         config = self.config
-        if size > config.segment_bytes - append_size:
-            return True
-        first = self._first_timestamp if self._first_timestamp_loaded else None
-        if first is None:
-            first = self.first_batch_timestamp()
-        waited = max_timestamp - first if first is not None and first >= 0 else (
-            now_ms - self.created_ms
-        )
         return (
-            waited > config.max_segment_ms - self.roll_jitter_ms
+            size > config.segment_bytes - append_size
+            or self.time_waited_for_roll(now_ms, max_timestamp)
+            > config.max_segment_ms - self.roll_jitter_ms
             or self.offset_index.is_full
             or self.time_index.is_full
         )
