@@ -37,6 +37,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from odradek import timeouts
+
 __all__ = [
     "Clock",
     "Timer",
@@ -405,11 +407,8 @@ class TimerDriver:
             if sleep_ms <= 0:
                 await asyncio.sleep(0)  # let others run, then fire what is due
                 continue
-            # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives in
-            # the step its awaitable completes (CPython gh-86296), and a wake-up in the same
-            # step as stop() then left this task running and wait_stopped() waiting for ever.
-            alarm = asyncio.get_running_loop().call_later(sleep_ms / 1000, self._wake.set)
-            try:
-                await self._wake.wait()
-            finally:
-                alarm.cancel()
+            # timeouts.wait_for, not asyncio.wait_for: on Python 3.11 the latter swallows a
+            # cancellation that arrives in the step its awaitable completes (gh-86296), and
+            # a wake-up in the same step as stop() left this task running for ever.
+            with contextlib.suppress(TimeoutError):
+                await timeouts.wait_for(self._wake.wait(), sleep_ms / 1000)
