@@ -20,7 +20,8 @@ Measured, all in one run:
    request, pipelined (many per socket read) and one at a time (send, wait for the
    answer: what a producer with linger.ms=0 and a slow trickle costs).
 5. produce-to-consume latency through confluent-kafka at 10,000 records/s, linger.ms=0:
-   p99 of each of ``--latency-runs`` runs.
+   p99 of each of ``--latency-runs`` runs, each timed from after the consumer delivered
+   its warm-up records (``produce_consume.latency_at_rate``).
 6. the same path without a client library: a Fetch (max.wait 500 ms, min.bytes 1) waits
    in the purgatory on one connection, a single-record Produce arrives on another, and
    the time from sending the Produce to reading the Fetch answer is timed, one cycle

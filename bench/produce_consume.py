@@ -17,6 +17,9 @@ What is measured, all in one run on the same machine:
 5. the same with 64 KiB values: MB/s for produce and consume, as a fraction of (1).
 6. produce-to-consume latency at a fixed 10,000 records/s (linger.ms=0): p50/p99/max of
    the time from ``produce()`` to the record arriving in a consumer polling in a thread.
+   The clock starts once the consumer has delivered two warm-up records (the first from
+   where it starts, the second produced while it tails the log): no sample includes the
+   clients' start-up.
 
 Goals (printed with each ratio): produce >= 1,000,000 rec/s and >= 2x Redis XADD; consume
 >= 1,500,000 rec/s and >= 1x Redis XRANGE; 64 KiB MB/s >= 0.5x loopback; p99 < 5 ms.
@@ -43,6 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
@@ -319,17 +323,43 @@ class Latency:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def produce_warm_up(p: Producer, topic: str) -> int:
+    """Produce a warm-up record to partition 0 of ``topic``; its offset."""
+    delivered: list[Any] = []
+    p.produce(topic, value=b"warm-up", partition=0, on_delivery=lambda e, m: delivered.append(m))
+    p.flush(30)
+    if not delivered or delivered[0].error() is not None:
+        raise RuntimeError(f"warm-up record not delivered: {delivered}")
+    return int(delivered[0].offset())
+
+
+def await_warm_up(c: Consumer, offset: int, timeout_s: float = 60.0) -> None:
+    """Poll until the consumer delivers the warm-up record at ``offset``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = c.poll(0.1)
+        if message is None or message.error() is not None:
+            continue
+        if message.offset() == offset:
+            return
+        raise RuntimeError(f"expected the warm-up record at {offset}, got {message.offset()}")
+    raise RuntimeError(f"the consumer did not deliver the warm-up record in {timeout_s} s")
+
+
 def latency_at_rate(bootstrap: str, topic: str, rate: int, seconds: float) -> Latency:
     """Produce ``rate`` records/s for ``seconds``; latency is produce() -> consumer delivery."""
     total = int(rate * seconds)
     result = Latency()
     c = consumer(bootstrap, **{"fetch.wait.max.ms": 500, "fetch.min.bytes": 1})
-    # Warm up both sides: the topic exists and the consumer is fetching at the end.
     p = producer(bootstrap, **{"linger.ms": 0, "batch.num.messages": 1000})
-    p.produce(topic, value=b"warm-up", partition=0)
-    p.flush(30)
-    c.assign([TopicPartition(topic, 0, 1)])
-    c.consume(num_messages=1, timeout=1.0)
+    # Warm up both sides before the clock runs, so no sample includes the start-up (the
+    # topic's creation, the consumer's connections and first fetch): the consumer starts
+    # at a warm-up record and must deliver it, then a second one produced while it tails
+    # the log (a parked fetch woken by a produce, as in the measured run).
+    offset = produce_warm_up(p, topic)
+    c.assign([TopicPartition(topic, 0, offset)])
+    await_warm_up(c, offset)
+    await_warm_up(c, produce_warm_up(p, topic))
     done = threading.Event()
 
     def consume_loop() -> None:

@@ -32,6 +32,7 @@ from odradek.logformat import current_request
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.fetch_encoder import encode_fetch_response
+from odradek.protocol.framing import RECEIVE_BUFFER_MIN
 from odradek.protocol.versions import (
     API_VERSIONS,
     FETCH,
@@ -214,6 +215,118 @@ def test_lone_requests_run_in_the_read_callback_and_keep_their_order(loop_kind: 
         # The connection goes on after a request finished in a task.
         client.send(heartbeat(), 4)
         assert (await client.read(HEARTBEAT, 4))[0] == 4
+        client.close()
+        await server.shutdown(timeout=5)
+
+    run(loop_kind, main)
+
+
+def encoded_heartbeat(correlation_id: int, size: int = 0) -> bytes:
+    """A Heartbeat request frame (size prefix included) of exactly ``size`` bytes (padded
+    in its group id), or as small as it comes with ``size`` 0."""
+    pad = 1
+    for _ in range(5):  # the group id's length prefix may grow: a few rounds
+        request = build_request(
+            HEARTBEAT, 4, {"group_id": "g" * pad, "generation_id": 1, "member_id": "m"}
+        )
+        data = encode_request(4, correlation_id, "test", request)
+        if not size or len(data) == size:
+            return data
+        pad += size - len(data)
+    raise AssertionError(f"no Heartbeat of {size} bytes")
+
+
+# The tests below send requests that a connection reads in one event loop callback: a
+# fresh connection's first read fills its receive buffer (RECEIVE_BUFFER_MIN bytes), and
+# uvloop (libuv) reads again at once when a read fills the buffer, handing the protocol
+# the next request before any task runs. asyncio reads once per callback, so there the
+# tests only check the answers; on uvloop each fails without the guard it names.
+
+
+async def warm_connection(server: NetworkServer) -> Client:
+    """A connection whose processor waits for requests and whose receive buffer is empty
+    (one request answered)."""
+    client = await Client.connect(server.port)
+    client.send_raw(encoded_heartbeat(0))
+    assert (await client.read(HEARTBEAT, 4))[0] == 0
+    return client
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_request_read_after_a_suspended_inline_one_in_one_callback_waits(
+    loop_kind: str,
+) -> None:
+    """_handle_inline: a request whose handler suspended in the read callback makes the
+    processor busy at once, so a request read right after it (same callback, before the
+    processor task wakes) is queued behind it rather than handled inline and answered
+    first."""
+
+    async def main() -> None:
+        handler = EchoHandler()
+        handler.delay = lambda cid: 0.2 if cid == 1 else 0.0
+        server = await started(handler)
+        client = await warm_connection(server)
+        client.send_raw(encoded_heartbeat(1, RECEIVE_BUFFER_MIN) + encoded_heartbeat(2))
+        got = [(await client.read(HEARTBEAT, 4))[0] for _ in range(2)]
+        assert got == [1, 2]
+        assert handler.max_active == 1
+        client.close()
+        await server.shutdown(timeout=5)
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_request_read_after_queued_ones_in_one_callback_waits(loop_kind: str) -> None:
+    """buffer_updated: frames queued for the processor make it busy at once, so a lone
+    request read right after them (same callback) is not handled inline ahead of them."""
+
+    async def main() -> None:
+        handler = EchoHandler()
+        server = await started(handler)
+        client = await warm_connection(server)
+        second = encoded_heartbeat(2)
+        first = encoded_heartbeat(1, RECEIVE_BUFFER_MIN - len(second))
+        client.send_raw(first + second + encoded_heartbeat(3))
+        got = [(await client.read(HEARTBEAT, 4))[0] for _ in range(3)]
+        assert got == [1, 2, 3]
+        client.close()
+        await server.shutdown(timeout=5)
+
+    run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_answer_is_not_written_past_a_queued_deferred_one(loop_kind: str) -> None:
+    """_deliver writes an answer at once only when no earlier answer is queued: here a
+    deferred answer was queued in the same callback and the writer has not woken yet."""
+
+    async def main() -> None:
+        handler = EchoHandler()
+        echo = handler.handle
+
+        async def handle(ctx: RequestContext, request: Any) -> Any:
+            if ctx.header.correlation_id not in (1, 3):
+                return await echo(ctx, request)
+
+            async def later() -> Any:
+                await asyncio.sleep(0.2)
+                return build_response(HEARTBEAT, 4, {"error_code": 0})
+
+            return DeferredResponse(later())
+
+        handler.handle = handle  # type: ignore[method-assign]
+        server = await started(handler)
+        client = await warm_connection(server)
+        client.send_raw(encoded_heartbeat(1, RECEIVE_BUFFER_MIN) + encoded_heartbeat(2))
+        got = [(await client.read(HEARTBEAT, 4))[0] for _ in range(2)]
+        assert got == [1, 2]
+        # Later, with the writer waiting for the deferred answer: the same holds.
+        client.send(heartbeat(), 3)
+        await asyncio.sleep(0.05)
+        client.send(heartbeat(), 4)
+        got = [(await client.read(HEARTBEAT, 4))[0] for _ in range(2)]
+        assert got == [3, 4]
         client.close()
         await server.shutdown(timeout=5)
 

@@ -36,6 +36,14 @@ class RawClient:
         assert correlation == self.correlation
         return response
 
+    def receive(self, requests: dict[int, tuple[int, int]]) -> tuple[int, Any]:
+        """Read one answer to requests sent together (``requests``: correlation id ->
+        api key and version), whichever comes first: (correlation id, response)."""
+        size = struct.unpack(">i", self.read(4))[0]
+        body = self.read(size)
+        api_key, version = requests[struct.unpack_from(">i", body)[0]]
+        return decode_response(api_key, version, body)
+
     def read(self, n: int) -> bytes:
         data = b""
         while len(data) < n:

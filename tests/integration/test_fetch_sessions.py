@@ -4,6 +4,8 @@ The raw-protocol tests send the requests a session-aware fetcher sends (full, th
 incremental with only changed partitions, forgotten partitions, a stale epoch) and read
 the answers; the client tests consume many partitions and read the broker's session
 counters from its metrics endpoint to see whether the client's fetches were incremental.
+One more raw test checks that a long-polling Fetch keeps its place in the connection's
+answer order.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.protocol.build import build_request
+from odradek.protocol.codec import encode_request
+from odradek.protocol.framing import RECEIVE_BUFFER_MIN
 from tests.helpers.broker import BrokerProcess, free_port
 from tests.helpers.metrics import scrape
 from tests.helpers.raw import FETCH, RawClient
@@ -29,6 +34,7 @@ with warnings.catch_warnings():
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 FETCH_VERSION = 12
+API_VERSIONS = 18
 PARTITIONS = 24
 REQUESTS = "odradek_fetch_session_requests_total"
 
@@ -169,6 +175,65 @@ def test_unknown_session_and_sessionless_fetch(broker) -> None:
     sessionless = _fetch(raw, 0, -1, {(topic, 0): 0})
     assert (sessionless.error_code, sessionless.session_id) == (0, 0)
     assert set(_listed(sessionless)) == {0}
+    raw.sock.close()
+
+
+def test_long_poll_fetch_is_answered_before_a_request_sent_after_it(broker) -> None:
+    """Kafka answers a connection's requests in order. A Fetch waiting for data (handled
+    in the read callback, then suspended) is followed in the same write by ApiVersions:
+    the broker reads both in one callback (the Fetch fills a fresh connection's receive
+    buffer exactly, so uvloop reads on at once) and must still answer the Fetch first."""
+    proc, _ = broker
+    topic = _topic(proc.bootstrap, 1)
+    raw = RawClient(proc.port)
+    assert raw.call(API_VERSIONS, 0, {}).error_code == 0  # the processor now waits
+    fetch_values = {
+        "cluster_id": None,
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    pad = 1
+    for _ in range(5):  # padded in rack_id to fill the receive buffer exactly
+        fetch_values["rack_id"] = "r" * pad
+        fetch = encode_request(
+            FETCH_VERSION, 1, "raw", build_request(FETCH, FETCH_VERSION, fetch_values)
+        )
+        pad += RECEIVE_BUFFER_MIN - len(fetch)
+    assert len(fetch) == RECEIVE_BUFFER_MIN
+    api_versions = encode_request(0, 2, "raw", build_request(API_VERSIONS, 0, {}))
+    started = time.monotonic()
+    raw.sock.sendall(fetch + api_versions)
+    sent = {1: (FETCH, FETCH_VERSION), 2: (API_VERSIONS, 0)}
+    first, fetched = raw.receive(sent)
+    waited = time.monotonic() - started
+    second, versions = raw.receive(sent)
+    assert (first, second) == (1, 2)
+    assert waited >= 0.4  # the Fetch did wait for data (none came)
+    assert fetched.error_code == 0 and _listed(fetched) == {0: (0, 0)}
+    assert versions.error_code == 0
+    assert FETCH in {int(key.api_key) for key in versions.api_keys}
     raw.sock.close()
 
 
