@@ -139,6 +139,9 @@ class AclAuthorizer:
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._index: dict[ResourceType, _Index] = {}
         self._lock = threading.Lock()  # writers: request threads and the store's watcher
+        # Grows with every change of the ACLs (this broker's or another's through the
+        # store): whatever is kept from decisions (encoded Metadata answers) names it.
+        self.generation = 0
 
     # --- lifecycle (blocking) ----------------------------------------------------------
 
@@ -194,6 +197,7 @@ class AclAuthorizer:
         for part in index.values():
             part.prefix_lengths = tuple(sorted({len(prefix) for prefix in part.prefixed}))
         self._index = index  # one reference swap: readers never see half an index
+        self.generation += 1
 
     # --- decisions (no I/O) -------------------------------------------------------------
 
