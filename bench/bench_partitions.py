@@ -23,7 +23,8 @@ the same run (this machine is shared and noisy: the ratios mean more than the nu
 broker with the ACL authorizer (``authorizer.class.name``, ACLs in its data directory:
 the PLAINTEXT principal ``User:ANONYMOUS`` may describe and create ``bench-*`` but not a
 denied ``bench-hidden``, beside ``--other-acls`` ACLs of other users) against one without,
-same run, alternating requests; with ``--before-src`` a third broker, that checkout's with
+same run, alternating requests: the kept answer, and the first after each of ``--changes``
+changes (a one-partition topic created); with ``--before-src`` a third broker, that checkout's with
 the same ACLs, runs beside them (the answer built and filtered for every request before).
 
 ``--before-src DIR`` runs a second broker from another checkout's ``src`` (e.g. main's,
@@ -306,12 +307,21 @@ def acls(args: argparse.Namespace) -> None:
             for _ in range(args.requests):  # alternating: the brokers share the load
                 for name in setups:
                     kept[name].append(metadata_bytes(clients[name], None)[0])
+            # A change (a one-partition topic), then the first answer after it, per round.
+            changed: dict[str, list[float]] = {name: [] for name in setups}
+            for round_ in range(args.changes):
+                for name in setups:
+                    create(clients[name], f"bench-change-{round_}", 1)
+                    changed[name].append(metadata_once(clients[name], None)[0])
             base = statistics.median(kept["no authorizer"])
+            base_changed = statistics.median(changed["no authorizer"])
             for name in setups:
-                ours = statistics.median(kept[name])
+                ours, after = statistics.median(kept[name]), statistics.median(changed[name])
                 print(f"{name}: Metadata v9 for all {listed[name]:,} partitions: first "
                       f"{first[name] * 1000:.1f} ms, kept median of {args.requests} "
-                      f"{ours * 1000:.2f} ms; ratio to none {ours / base:.2f}")  # fmt: skip
+                      f"{ours * 1000:.2f} ms (ratio to none {ours / base:.2f}); first after a "
+                      f"change, median of {args.changes}: {after * 1000:.1f} ms (ratio "
+                      f"{after / base_changed:.2f})")  # fmt: skip
             if any(listed[n] != listed["no authorizer"] - 1 for n in setups if "ACL" in n):
                 raise SystemExit("an authorizer did not hide bench-hidden")
             print(load())
@@ -330,6 +340,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=3, help="restarts each (--before-src)")
     parser.add_argument("--acls", action="store_true",
                         help="only Metadata, with the ACL authorizer vs without")  # fmt: skip
+    parser.add_argument("--changes", type=int, default=5, help="--acls: changes measured")
     parser.add_argument("--other-acls", type=int, default=100,
                         help="--acls: pairs of ACLs of other users")  # fmt: skip
     args = parser.parse_args()
