@@ -19,6 +19,14 @@ the same run (this machine is shared and noisy: the ratios mean more than the nu
 4. **RSS per idle partition**: the restarted broker's RSS minus the empty broker's,
    divided by the partitions.
 
+``--acls`` measures only Metadata for every topic with ``--partitions`` partitions, on a
+broker with the ACL authorizer (``authorizer.class.name``, ACLs in its data directory:
+the PLAINTEXT principal ``User:ANONYMOUS`` may describe and create ``bench-*`` but not a
+denied ``bench-hidden``, beside ``--other-acls`` ACLs of other users) against one without,
+same run, alternating requests: the kept answer, and the first after each of ``--changes``
+changes (a one-partition topic created); with ``--before-src`` a third broker, that checkout's with
+the same ACLs, runs beside them (the answer built and filtered for every request before).
+
 ``--before-src DIR`` runs a second broker from another checkout's ``src`` (e.g. main's,
 before a change) beside this one, interleaved step by step: its create and this one's
 alternate with the raw baseline, and the restarts alternate (``--restarts`` each), so the
@@ -37,6 +45,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from odradek.broker.security.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from odradek.broker.security.authorizer import AclAuthorizer, AuthorizerSettings
+from odradek.cluster.acl_store import LocalAclStore
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response, encode_request
 
@@ -229,6 +249,87 @@ def compare(args: argparse.Namespace) -> None:
         print(load())
 
 
+def write_acls(data_dir: Path, others: int) -> None:
+    """The ACLs of the ``--acls`` broker, written to its store before it starts."""
+    def acl(principal: str, kind: ResourceType, name: str, op: Operation,
+            pattern: PatternType = PatternType.LITERAL,
+            permission: Permission = Permission.ALLOW) -> AclBinding:  # fmt: skip
+        entry = AccessControlEntry(principal, "*", op, permission)
+        return AclBinding(ResourcePattern(kind, name, pattern), entry)
+
+    me, topic, prefixed = "User:ANONYMOUS", ResourceType.TOPIC, PatternType.PREFIXED
+    bindings = [
+        acl(me, topic, "bench-", Operation.DESCRIBE, prefixed),
+        acl(me, topic, "bench-", Operation.CREATE, prefixed),
+        acl(me, topic, "bench-hidden", Operation.DESCRIBE, permission=Permission.DENY),
+        acl(me, ResourceType.CLUSTER, CLUSTER_NAME, Operation.DESCRIBE),
+    ]
+    for i in range(others):
+        bindings.append(acl(f"User:u{i}", topic, f"team{i}-", Operation.READ, prefixed))
+        bindings.append(acl(f"User:u{i}", topic, f"t{i}", Operation.WRITE))
+    authorizer = AclAuthorizer(LocalAclStore(data_dir), AuthorizerSettings(frozenset()))
+    authorizer.start()
+    authorizer.create(bindings)
+    authorizer.close()
+
+
+def acls(args: argparse.Namespace) -> None:
+    """Metadata for every topic under the ACL authorizer against none, same run."""
+    authorizer = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                  "super.users": "User:admin"}  # fmt: skip
+    setups = {"no authorizer": (None, {}), "ACL authorizer": (None, authorizer)}
+    if args.before_src:
+        setups["ACL authorizer, before"] = (args.before_src, authorizer)
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as tmp:
+        root = Path(tmp)
+        brokers, clients = {}, {}
+        for i, (name, (src, overrides)) in enumerate(setups.items()):
+            data = root / f"data-{i}"
+            if overrides:
+                write_acls(data, args.other_acls)
+            with source(src):
+                brokers[name] = BrokerProcess(data, overrides=overrides).start()
+            clients[name] = RawClient(brokers[name].port)
+            clients[name].sock.settimeout(600)
+        try:
+            index = 0
+            while index * args.create < args.partitions:
+                for name in setups:
+                    create(clients[name], f"bench-{index}", args.create)
+                index += 1
+            for name in setups:
+                create(clients[name], "bench-hidden", 1)
+            print(f"{load()}; {args.other_acls * 2 + 4} ACLs")
+            first, kept = {}, {name: [] for name in setups}
+            listed = {}
+            for name in setups:
+                first[name], listed[name] = metadata_once(clients[name], None)
+            for _ in range(args.requests):  # alternating: the brokers share the load
+                for name in setups:
+                    kept[name].append(metadata_bytes(clients[name], None)[0])
+            # A change (a one-partition topic), then the first answer after it, per round.
+            changed: dict[str, list[float]] = {name: [] for name in setups}
+            for round_ in range(args.changes):
+                for name in setups:
+                    create(clients[name], f"bench-change-{round_}", 1)
+                    changed[name].append(metadata_once(clients[name], None)[0])
+            base = statistics.median(kept["no authorizer"])
+            base_changed = statistics.median(changed["no authorizer"])
+            for name in setups:
+                ours, after = statistics.median(kept[name]), statistics.median(changed[name])
+                print(f"{name}: Metadata v9 for all {listed[name]:,} partitions: first "
+                      f"{first[name] * 1000:.1f} ms, kept median of {args.requests} "
+                      f"{ours * 1000:.2f} ms (ratio to none {ours / base:.2f}); first after a "
+                      f"change, median of {args.changes}: {after * 1000:.1f} ms (ratio "
+                      f"{after / base_changed:.2f})")  # fmt: skip
+            if any(listed[n] != listed["no authorizer"] - 1 for n in setups if "ACL" in n):
+                raise SystemExit("an authorizer did not hide bench-hidden")
+            print(load())
+        finally:
+            for broker in brokers.values():
+                broker.stop(timeout=600)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--create", type=int, default=1000, help="partitions of the timed create")
@@ -237,7 +338,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--before-src", help="also run a broker from this src dir, interleaved")
     parser.add_argument("--restarts", type=int, default=3, help="restarts each (--before-src)")
+    parser.add_argument("--acls", action="store_true",
+                        help="only Metadata, with the ACL authorizer vs without")  # fmt: skip
+    parser.add_argument("--changes", type=int, default=5, help="--acls: changes measured")
+    parser.add_argument("--other-acls", type=int, default=100,
+                        help="--acls: pairs of ACLs of other users")  # fmt: skip
     args = parser.parse_args()
+    if args.acls:
+        acls(args)
+        return
     if args.before_src:
         compare(args)
         return

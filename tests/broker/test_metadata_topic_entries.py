@@ -1,6 +1,6 @@
 """Kept Metadata topic entries (cluster mode and the embedded broker): only changed topics
 are encoded again, every change shows in the next answer, and the bytes are those of the
-kio-built answer (what an authorizer or auto-creation still takes)."""
+kio-built answer (what an authorizer or auto-creation took before they were kept too)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from odradek.broker.handlers import metadata as metadata_handler
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
 from odradek.broker.metadata_answers import ENCODE_ON_THREAD_PARTITIONS, TopicEntries
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import NO_LEADER
 from odradek.cluster.local_store import LocalMetadataStore
-from odradek.cluster.metadata import BrokerInfo
+from odradek.cluster.metadata import INTERNAL_TOPICS, BrokerInfo
 from odradek.protocol import interbroker
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import decode_response, encode_response_body
@@ -159,8 +160,8 @@ def test_only_changed_topics_are_encoded_again_and_every_change_shows() -> None:
 
 @pytest.mark.parametrize("version", range(1, 14))
 def test_fast_answer_is_the_kio_answer(version: int) -> None:
-    """The kept-entry answer against the same answer built as kio dataclasses (the path an
-    authorizer or auto-creation takes), for every version, with dead leaders, offline
+    """The kept-entry answer against the same answer built as kio dataclasses (what an
+    authorizer or auto-creation took before), for every version, with dead leaders, offline
     replicas, an internal topic, a topic id and a topic that does not exist."""
     cache = MetadataCache(1)
     update(cache, [state("a", i, 1 + i % 3, epoch=i, offline=[3] if i % 3 == 2 else None)
@@ -176,10 +177,31 @@ def test_fast_answer_is_the_kio_answer(version: int) -> None:
         ],
         "cluster_id": "cid",
         "controller_id": 2,
-        "topics": [h._topic_entry(n) for n in names],
+        "topics": [kio_cluster_topic(cache, n) for n in names],
         "cluster_authorized_operations": -(2**31),
     }
     assert fast == encode_response_body(build_response(3, version, values))
+
+
+def kio_cluster_topic(cache: MetadataCache, name: str) -> dict[str, Any]:
+    """One topic as kio values, as the handler built it before topic entries were kept:
+    a leader that is not a live broker answers LEADER_NOT_AVAILABLE and no leader."""
+    partitions = cache.partitions(name)
+    if partitions is None:
+        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "partitions": []}
+    live = {b.broker_id for b in cache.live_brokers()}
+    entries = []
+    for index, info in sorted(partitions.items()):
+        alive = info.leader != NO_LEADER and info.leader in live
+        entries.append({
+            "error_code": ErrorCode.none if alive else ErrorCode.leader_not_available,
+            "partition_index": index, "leader_id": info.leader if alive else NO_LEADER,
+            "leader_epoch": info.leader_epoch, "replica_nodes": list(info.replicas),
+            "isr_nodes": list(info.isr), "offline_replicas": list(info.offline_replicas),
+        })  # fmt: skip
+    return {"error_code": ErrorCode.none, "name": name, "topic_id": cache.topic_id(name),
+            "is_internal": name in INTERNAL_TOPICS, "partitions": entries,
+            "topic_authorized_operations": -(2**31)}  # fmt: skip
 
 
 def test_topic_entries_follow_identity_and_extra() -> None:
@@ -217,6 +239,22 @@ def embedded(tmp_path: Path) -> Any:
     )
 
 
+def kio_embedded_topic(server: Any, name: str) -> dict[str, Any]:
+    """The embedded broker's topic as kio values (as its handler built it before)."""
+    topic = server.metadata.topic(name)
+    if topic is None:
+        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "partitions": []}
+    partitions = [
+        {"error_code": ErrorCode.none, "partition_index": i, "leader_id": a.leader,
+         "leader_epoch": a.leader_epoch, "replica_nodes": a.replicas,
+         "isr_nodes": a.isr or a.replicas, "offline_replicas": []}
+        for i, a in sorted(topic.partitions.items())
+    ]  # fmt: skip
+    return {"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
+            "is_internal": topic.is_internal, "partitions": partitions,
+            "topic_authorized_operations": -(2**31)}  # fmt: skip
+
+
 def embedded_answer(server: Any, version: int, names: list[str]) -> bytes:
     endpoints = metadata_handler._endpoints(server, ctx(version))
     return asyncio.run(
@@ -232,8 +270,15 @@ def test_embedded_fast_answer_is_the_kio_answer(tmp_path: Path, version: int) ->
     server.metadata.create_topic("__consumer_offsets", 3, 1, {})
     server.metadata.create_topic("t", 20, 1, {})
     names = ["__consumer_offsets", "nope", "t"]
-    topics_ = [metadata_handler._topic_entry(server, n) for n in names]
-    values, _ = metadata_handler._values(server, ctx(version), topics_, len(names))
+    brokers = metadata_handler._endpoints(server, ctx(version))
+    values = {
+        "throttle_time": 0,
+        "brokers": [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in brokers],
+        "cluster_id": server.metadata.cluster_id,
+        "controller_id": server.metadata.controller_id(),
+        "topics": [kio_embedded_topic(server, n) for n in names],
+        "cluster_authorized_operations": -(2**31),
+    }
     expected = encode_response_body(build_response(3, version, values))
     assert embedded_answer(server, version, names) == expected
 

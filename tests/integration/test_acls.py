@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -205,6 +212,26 @@ def test_metadata_hides_topics_the_principal_may_not_describe(secured: Secured) 
     # Naming the hidden topic gives TOPIC_AUTHORIZATION_FAILED, not its metadata.
     named = secured.admin("dan").list_topics(topic=hidden, timeout=15).topics[hidden]
     assert named.error is not None and named.error.code() == TOPIC_DENIED
+
+
+def test_authorized_operations_reported_to_librdkafka(secured: Secured) -> None:
+    """DescribeTopics (librdkafka asks Metadata with include_topic_authorized_operations)
+    and DescribeCluster with include_authorized_operations (KIP-430), under the ACLs."""
+    topic = unique("dan-ops")
+    create_topics(secured, topic)
+    grant(secured, "User:dan", ResourceType.TOPIC, topic, AclOperation.READ, AclOperation.ALTER)
+    dan, admin = secured.admin("dan"), secured.admin()
+    described = dan.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True
+    )[topic].result(15)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ, AclOperation.ALTER, AclOperation.DESCRIBE}  # fmt: skip
+    # dan may not describe the cluster: no operations; the super user: every one.
+    cluster = dan.describe_cluster(include_authorized_operations=True).result(15)
+    assert not cluster.authorized_operations
+    everything = admin.describe_cluster(include_authorized_operations=True).result(15)
+    assert AclOperation.CLUSTER_ACTION in set(everything.authorized_operations)
+    assert len(set(everything.authorized_operations)) == 7
 
 
 def test_prefixed_acl_and_deny_beats_allow(secured: Secured) -> None:

@@ -15,6 +15,7 @@ from odradek.protocol.metadata_encoder import (
     encode_metadata_body,
     encode_topic,
     topic_layout,
+    with_authorized_operations,
 )
 
 METADATA = 3
@@ -202,3 +203,16 @@ def test_shared_partition_tails_are_per_layout_and_bounded(monkeypatch) -> None:
     many = [(0, i, i, 0, [i], [i], []) for i in range(50)]
     encode_topic(9, 0, "wide", None, False, many)
     assert len(metadata_encoder._TAILS[9]) <= 11
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_authorized_operations_set_on_a_kept_entry(version: int) -> None:
+    """A kept entry (encoded without the field asked) saying another principal's
+    operations is the entry encoded with them; before v8 there is no such field."""
+    rows = [(0, i, 1, 2, [1, 2], [1], []) for i in range(3)]
+    args = (version, 0, "tópico", uuid.UUID(int=5), False, rows)
+    kept = encode_topic(*args)
+    for operations in (0, 3576, -1, 2**31 - 1):
+        assert with_authorized_operations(version, kept, operations) == encode_topic(
+            *args, operations
+        )

@@ -46,6 +46,7 @@ __all__ = [
     "encode_metadata_body",
     "encode_topic",
     "topic_layout",
+    "with_authorized_operations",
 ]
 
 MAX_VERSION = 13
@@ -165,6 +166,17 @@ def encode_topic(
     if flexible:
         head.append(_EMPTY_TAGS)
     return b"".join(head)
+
+
+def with_authorized_operations(version: int, entry: bytes, operations: int) -> bytes:
+    """``entry`` (made by :func:`encode_topic` for ``version``) saying
+    ``topic_authorized_operations``: the field is its last but the tagged fields, so a
+    kept entry serves every principal with one copy of its bytes."""
+    if version < 8:
+        return entry
+    if version >= FIRST_FLEXIBLE:
+        return b"".join((memoryview(entry)[:-5], _INT32.pack(operations), _EMPTY_TAGS))
+    return b"".join((memoryview(entry)[:-4], _INT32.pack(operations)))
 
 
 def encode_metadata_body(

@@ -278,3 +278,26 @@ def test_many_acls_cost_one_write_of_the_local_store(
     removed = authorizer.delete([AclBindingFilter(TOPIC)])
     assert len(removed[0]) == 300 and len(writes) == 2
     assert authorizer.describe(AclBindingFilter()) == []
+
+
+def test_kept_decisions_follow_every_change_and_stay_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions are kept (Metadata asks one per topic) until the ACLs change: through
+    this authorizer, or another broker's change reported by the store's watcher."""
+    authorizer = make(tmp_path)
+    ask = lambda: authorizer.authorize(ALICE, "127.0.0.1", Operation.READ, TOPIC, "t")  # noqa: E731
+    generation = authorizer.generation
+    assert not ask()
+    authorizer.create([binding(TOPIC, "t", Operation.READ)])
+    assert ask() and authorizer.generation > generation
+    # Another broker deletes it in the shared store; the watcher reports the resource.
+    key = ("Topic", "LITERAL", "t")
+    authorizer.store.update(key, lambda _now: frozenset())
+    assert ask()  # not reported yet: this broker still decides from its copy
+    authorizer._reload(key)
+    assert not ask()
+    monkeypatch.setattr("odradek.broker.security.authorizer.MAX_KEPT_DECISIONS", 3)
+    for name in ("a", "b", "c", "d", "t"):
+        assert not authorizer.authorize(ALICE, "127.0.0.1", Operation.READ, TOPIC, name)
+    assert len(authorizer._decisions) <= 3

@@ -151,59 +151,6 @@ def test_transactional_produce_needs_write_on_the_transactional_id(enforcer: Enf
     assert [t.name for t in handler.seen.topic_data] == ["ok"]
 
 
-def metadata_answer(request: Any) -> Any:
-    names = ["ok", "no"] if request.topics is None else [t.name for t in request.topics]
-    return build_response(
-        3,
-        9,
-        {
-            "throttle_time": 0,
-            "brokers": [{"node_id": 0, "host": "h", "port": 1, "rack": None}],
-            "cluster_id": "c",
-            "controller_id": 0,
-            "topics": [
-                {
-                    "error_code": ErrorCode.none,
-                    "name": n,
-                    "is_internal": False,
-                    "partitions": [],
-                    "topic_authorized_operations": -2147483648,
-                }
-                for n in names
-            ],
-            "cluster_authorized_operations": -2147483648,
-        },
-    )
-
-
-def test_metadata_hides_or_refuses_topics(enforcer: Enforcer) -> None:
-    handler = Handler(metadata_answer)
-    everything = build_request(3, 9, {"topics": None, "allow_auto_topic_creation": True})
-    response = run(enforcer, 3, 9, everything, handler)
-    assert [t.name for t in response.topics] == ["ok"]
-    assert [b.node_id for b in response.brokers] == [0]
-
-    named = build_request(
-        3,
-        9,
-        {
-            "topics": [{"name": n} for n in ("ok", "no", "new-x", "missing")],
-            "allow_auto_topic_creation": True,
-        },
-    )
-    response = run(enforcer, 3, 9, named, handler)
-    assert [t.name for t in handler.seen.topics] == ["ok"]
-    errors = {t.name: int(t.error_code) for t in response.topics}
-    # "new-x" does not exist and Create is granted by prefix, but Describe is not.
-    assert errors == {
-        "ok": 0,
-        "no": ErrorCode.topic_authorization_failed,
-        "new-x": ErrorCode.topic_authorization_failed,
-        "missing": ErrorCode.topic_authorization_failed,
-    }
-    assert response.cluster_id == "c"
-
-
 def test_group_apis_need_read_on_the_group(enforcer: Enforcer) -> None:
     def join(group: str) -> Any:
         return build_request(

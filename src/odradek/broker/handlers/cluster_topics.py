@@ -18,19 +18,22 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import error_code, respond
+from odradek.broker.handlers.common import YIELD_EVERY, error_code, respond
 from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries, framed
 from odradek.broker.metadata_cache import MetadataCache, PartitionInfo
 from odradek.broker.partition import NO_LEADER
+from odradek.broker.security.metadata_access import (
+    TOPIC_DENIED,
+    MetadataAccess,
+    describe_cluster_operations,
+)
 from odradek.cluster.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
 from odradek.cluster.placement import (
     BrokerRack,
@@ -40,15 +43,18 @@ from odradek.cluster.placement import (
 from odradek.cluster.zk.client import ZkClient
 from odradek.cluster.zk.codecs import TopicAssignment, parse_kafka_uuid, random_kafka_uuid
 from odradek.cluster.zk.errors import NodeExists, ZooKeeperError
-from odradek.protocol.build import build, response_class
-from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic, topic_layout
+from odradek.protocol.metadata_encoder import (
+    encode_metadata_body,
+    encode_topic,
+    topic_layout,
+    with_authorized_operations,
+)
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
 
 log = logging.getLogger(__name__)
 
-NOT_REQUESTED = -(2**31)  # authorized operations not asked for (KIP-430)
 FIRST_UPDATE_WAIT_S = 10.0  # how long a just-joined broker's Metadata waits for the cache
 
 
@@ -64,11 +70,6 @@ class ClusterTopicHandlers:
     cache: MetadataCache
     config: Callable[[str], Any]
     validate_configs: Callable[[Mapping[str, str]], object]
-    # Metadata topic entries already built into kio objects, per (version, topic), valid
-    # while the cache's generation stays the same: a metadata request for unchanged
-    # topics skips rebuilding them (clients ask often, the controller changes little).
-    _built: dict[tuple[int, str], Any] = field(default_factory=dict)
-    _built_generation: int = -1
     # Whole encoded answers, per (version, topics asked), of the cache's generation, and
     # the encoded topic entries they are made of (kept while each topic stays the same).
     answers: EncodedAnswers = field(default_factory=EncodedAnswers)
@@ -102,66 +103,72 @@ class ClusterTopicHandlers:
         await self._first_update_metadata()
         requested = getattr(request, "topics", None)
         version = ctx.header.api_version
-        if requested is None or (version == 0 and not requested):
+        every_topic = requested is None or (version == 0 and not requested)
+        if every_topic:
             names = self.cache.topics()
         else:
             names = [t.name for t in requested if getattr(t, "name", None)]
-        auto_create = (
-            requested is not None
+        auto_create = bool(
+            not every_topic
             and getattr(request, "allow_auto_topic_creation", True)
             and self.config("auto.create.topics.enable")
         )
-        # Kept encoded only when nothing is to be created and no authorizer filters the
-        # answer per principal (security.enforcement amends response entities, not bytes).
-        cacheable = ctx.authz is None and not (
-            auto_create and any(not self.cache.contains(n) for n in names)
-        )
-        if cacheable:
-            # The answer follows from the cache's generation and the listener asked (each
-            # listener advertises its own endpoints).
-            generation = self.cache.generation
-            key = (version, ctx.listener_name, None if requested is None else tuple(names))
-            body = self.answers.get(generation, key)
-            if body is None:
-                body = await self._encoded_answer(version, generation, ctx.listener_name, names)
-                self.answers.put(generation, key, body)
+        access = MetadataAccess.of(ctx, request, version)
+        generation = self.cache.generation
+        if auto_create and any(not self.cache.contains(n) for n in names):
+            # Something may be created: answered afresh (the metadata changes meanwhile).
+            body = await self._encoded_answer(version, generation, ctx.listener_name, names,
+                                              access, every_topic, auto_create)  # fmt: skip
             return framed(ctx, body)
-        topics = []
-        for name in names:
-            if not self.cache.contains(name) and auto_create:
-                topics.append(await self._auto_create(name))
-                continue
-            topics.append(self._built_topic(version, name))
-        values = {
-            "throttle_time": 0,
-            "brokers": [
-                {"node_id": node, "host": host, "port": port, "rack": rack}
-                for node, host, port, rack in self._brokers_on(ctx.listener_name)
-            ],
-            "cluster_id": self.cluster_id,
-            "controller_id": self.cache.controller_id,
-            "topics": topics,
-            "cluster_authorized_operations": NOT_REQUESTED,
-        }
-        return respond(ctx, values)
+        # The answer follows from the cache's generation, the listener asked (each listener
+        # advertises its own endpoints) and (under an authorizer) the principal and ACLs.
+        key = (version, ctx.listener_name, None if every_topic else tuple(names), access.key)
+        body = self.answers.get(generation, key)
+        if body is None:
+            body = await self._encoded_answer(version, generation, ctx.listener_name, names,
+                                              access, every_topic)  # fmt: skip
+            self.answers.put(generation, key, body)
+        return framed(ctx, body)
 
     async def _encoded_answer(
-        self, version: int, generation: int, listener: str, names: list[str]
+        self,
+        version: int,
+        generation: int,
+        listener: str,
+        names: list[str],
+        access: MetadataAccess | None = None,
+        every_topic: bool = False,
+        auto_create: bool = False,
     ) -> bytes:
         """The answer's body from each topic's kept encoded entry: encoded again only
         when the topic's partitions (a new mapping in the cache for every change), its id
-        or the live brokers (a dead leader answers LEADER_NOT_AVAILABLE) changed."""
+        or the live brokers (a dead leader answers LEADER_NOT_AVAILABLE) changed. Topics
+        ``access`` refuses are left out (every topic) or answered refused."""
+        access = access or MetadataAccess(None)
         cache = self.cache
         present = cache.topics()
         self.entries.prune(generation, set(present))
         live = frozenset(b.broker_id for b in cache.live_brokers())
         layout = topic_layout(version)
         topics = []
-        for name in names:
+        refused = []
+        for count, name in enumerate(names, 1):
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            if not access.describes(name):
+                if not every_topic:
+                    refused.append(name)
+                continue
             state = cache.partition_map(name)
             if state is None:
-                topics.append(encode_topic(version, ErrorCode.unknown_topic_or_partition,
-                                           name, None, False, ()))  # fmt: skip
+                code = ErrorCode.unknown_topic_or_partition
+                if auto_create:
+                    if not access.may_create(name):
+                        refused.append(name)
+                        continue
+                    code = await self._auto_create(name)
+                topics.append(encode_topic(version, code, name, None, False, (),
+                                           access.topic_operations(name)))  # fmt: skip
                 continue
             topic_id = cache.topic_id(name)
             extra = (topic_id, live)
@@ -169,66 +176,22 @@ class ClusterTopicHandlers:
             if entry is None:
                 encode = functools.partial(_encode_topic, version, name, topic_id, state, live)
                 entry = await self.entries.encode(name, layout, state, extra, encode, len(state))
+            if access.topic_operations_asked:
+                entry = with_authorized_operations(version, entry, access.topic_operations(name))
             topics.append(entry)
+        topics.extend(encode_topic(version, TOPIC_DENIED, n, None, False, ()) for n in refused)
         return encode_metadata_body(
             version,
             brokers=self._brokers_on(listener),
             cluster_id=self.cluster_id,
             controller_id=cache.controller_id,
             topics=topics,
+            cluster_authorized_operations=access.cluster_operations(),
         )
 
-    def _built_topic(self, version: int, name: str) -> Any:
-        if self._built_generation != self.cache.generation:
-            self._built.clear()
-            self._built_generation = self.cache.generation
-        key = (version, name)
-        built = self._built.get(key)
-        if built is None:
-            entry = self._topic_entry(name)
-            if entry["error_code"] == ErrorCode.unknown_topic_or_partition:
-                return entry  # not kept: any name can be asked for
-            built = build(_topics_class(version), entry)
-            self._built[key] = built
-        return built
-
-    def _topic_entry(self, name: str) -> dict[str, Any]:
-        partitions = self.cache.partitions(name)
-        if partitions is None:
-            return {
-                "name": name,
-                "error_code": ErrorCode.unknown_topic_or_partition,
-                "partitions": [],
-            }
-        live = {b.broker_id for b in self.cache.live_brokers()}
-        entries = []
-        for index, info in sorted(partitions.items()):
-            leader_alive = info.leader != NO_LEADER and info.leader in live
-            entries.append(
-                {
-                    "error_code": ErrorCode.none
-                    if leader_alive
-                    else ErrorCode.leader_not_available,
-                    "partition_index": index,
-                    "leader_id": info.leader if leader_alive else NO_LEADER,
-                    "leader_epoch": info.leader_epoch,
-                    "replica_nodes": list(info.replicas),
-                    "isr_nodes": list(info.isr),
-                    "offline_replicas": list(info.offline_replicas),
-                }
-            )
-        return {
-            "error_code": ErrorCode.none,
-            "name": name,
-            "topic_id": self.cache.topic_id(name),
-            "is_internal": name in INTERNAL_TOPICS,
-            "partitions": entries,
-            "topic_authorized_operations": NOT_REQUESTED,
-        }
-
-    async def _auto_create(self, name: str) -> dict[str, Any]:
+    async def _auto_create(self, name: str) -> int:
         """Kafka creates the topic in ZooKeeper and answers LEADER_NOT_AVAILABLE until
-        the controller has elected leaders; the client asks again."""
+        the controller has elected leaders; the client asks again (the error code)."""
         try:
             validate_topic_name(name)
             await self._create(
@@ -239,8 +202,8 @@ class ClusterTopicHandlers:
                 None,
             )
         except MetadataError as exc:
-            return {"name": name, "error_code": error_code(exc.error_name), "partitions": []}
-        return {"name": name, "error_code": ErrorCode.leader_not_available, "partitions": []}
+            return int(error_code(exc.error_name))
+        return int(ErrorCode.leader_not_available)
 
     async def _first_update_metadata(self) -> None:
         """A broker that has just joined knows no brokers and no controller until the
@@ -266,7 +229,7 @@ class ClusterTopicHandlers:
                     {"broker_id": node, "host": host, "port": port, "rack": rack}
                     for node, host, port, rack in self._brokers_on(ctx.listener_name)
                 ],
-                "cluster_authorized_operations": NOT_REQUESTED,
+                "cluster_authorized_operations": describe_cluster_operations(ctx, request),
             },
         )
 
@@ -569,12 +532,3 @@ def _encode_topic(
         rows.append((error, index, leader, info.leader_epoch, info.replicas, info.isr,
                      info.offline_replicas))  # fmt: skip
     return encode_topic(version, 0, name, topic_id, name in INTERNAL_TOPICS, rows)
-
-
-@cache
-def _topics_class(version: int) -> type:
-    """The kio class of one topic in a Metadata response of this version."""
-    for f in dataclasses.fields(response_class(3, version)):
-        if f.name == "topics":
-            return typing.get_args(f.type)[0]
-    raise LookupError(f"Metadata v{version} response has no topics")

@@ -8,16 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import (
-    YIELD_EVERY,
-    Ticker,
-    error_code,
-    respond,
-    respond_many,
-)
+from odradek.broker.handlers.common import YIELD_EVERY, error_code, respond
 from odradek.broker.metadata_answers import framed
+from odradek.broker.security.metadata_access import (
+    TOPIC_DENIED,
+    MetadataAccess,
+    describe_cluster_operations,
+)
 from odradek.cluster.metadata import MetadataError, TopicMetadata
-from odradek.protocol.metadata_encoder import encode_metadata_body, encode_topic, topic_layout
+from odradek.protocol.metadata_encoder import (
+    encode_metadata_body,
+    encode_topic,
+    topic_layout,
+    with_authorized_operations,
+)
 
 if TYPE_CHECKING:
     from odradek.broker.network import RequestContext
@@ -57,81 +61,36 @@ def _endpoints(server: KafkaServer, ctx: RequestContext) -> list[tuple[int, str,
     return brokers
 
 
-def _broker_list(server: KafkaServer, ctx: RequestContext) -> list[dict[str, Any]]:
-    return [
-        {"node_id": node_id, "host": host, "port": port, "rack": rack}
-        for node_id, host, port, rack in _endpoints(server, ctx)
-    ]
-
-
-def _topic_entry(server: KafkaServer, name: str) -> dict[str, Any]:
-    topic = server.metadata.topic(name)
-    if topic is None:
-        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "partitions": []}
-    partitions = []
-    for index, assignment in sorted(topic.partitions.items()):
-        partitions.append(
-            {
-                "error_code": ErrorCode.none,
-                "partition_index": index,
-                "leader_id": assignment.leader,
-                "leader_epoch": assignment.leader_epoch,
-                "replica_nodes": assignment.replicas,
-                "isr_nodes": assignment.isr or assignment.replicas,
-                "offline_replicas": [],
-            }
-        )
-    return {
-        "error_code": ErrorCode.none,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.is_internal,
-        "partitions": partitions,
-        # -2^31 means "not requested" (KIP-430).
-        "topic_authorized_operations": -(2**31),
-    }
-
-
 async def handle_metadata(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
     requested = getattr(request, "topics", None)
-    api_version = ctx.header.api_version
+    version = ctx.header.api_version
     # v0: an empty list means every topic; v1+: null means every topic.
-    every_topic = requested is None or (api_version == 0 and not requested)
+    every_topic = requested is None or (version == 0 and not requested)
     names = [] if every_topic else [t.name for t in requested if getattr(t, "name", None)]
     allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
-    auto_create = (
+    auto_create = bool(
         allow_auto_create and server.config.get("auto.create.topics.enable") and not every_topic
     )
     store = server.metadata
-    # An authorizer filters the answer per principal (security.enforcement amends response
-    # entities, not bytes): then it is built for every request, never kept encoded.
-    if ctx.authz is None and not (auto_create and any(store.topic(n) is None for n in names)):
-        # Nothing to create: the answer follows from the metadata alone (and the
-        # endpoints of the listener asked), so the encoded one is kept until it changes.
-        generation = store.generation
-        endpoints = _endpoints(server, ctx)
-        key = (api_version, tuple(endpoints), None if every_topic else tuple(names))
-        body = server.metadata_answers.get(generation, key)
-        if body is None:
-            body = await _encoded_answer(
-                server, api_version, generation, endpoints,
-                sorted(store.topics()) if every_topic else names,
-            )  # fmt: skip
-            server.metadata_answers.put(generation, key, body)
+    access = MetadataAccess.of(ctx, request, version)
+    generation = store.generation
+    endpoints = _endpoints(server, ctx)
+    if auto_create and any(store.topic(n) is None for n in names):
+        # Something may be created: answered afresh (the metadata changes meanwhile).
+        body = await _encoded_answer(server, version, generation, endpoints, names, access,
+                                     every_topic=False, auto_create=True)  # fmt: skip
         return framed(ctx, body)
-    topics = []
-    ticker = Ticker()
-    for name in sorted(store.topics()) if every_topic else names:
-        await ticker.tick()
-        if store.topic(name) is None:
-            try:
-                server.topics.create_topic(name)
-            except MetadataError as exc:
-                topics.append({"name": name, "error_code": error_code(exc.error_name)})
-                continue
-        topics.append(_topic_entry(server, name))
-    values, items = _values(server, ctx, topics, ticker.count)
-    return respond_many(ctx, values, items)
+    # The answer follows from the metadata, the endpoints of the listener asked and (under
+    # an authorizer) the principal and the ACLs: the encoded one is kept until they change.
+    key = (version, tuple(endpoints), None if every_topic else tuple(names), access.key)
+    body = server.metadata_answers.get(generation, key)
+    if body is None:
+        body = await _encoded_answer(
+            server, version, generation, endpoints,
+            sorted(store.topics()) if every_topic else names, access, every_topic,
+        )  # fmt: skip
+        server.metadata_answers.put(generation, key, body)
+    return framed(ctx, body)
 
 
 async def _encoded_answer(
@@ -140,9 +99,14 @@ async def _encoded_answer(
     generation: int,
     endpoints: list[tuple[int, str, int, Any]],
     names: list[str],
+    access: MetadataAccess | None = None,
+    every_topic: bool = False,
+    auto_create: bool = False,
 ) -> bytes:
     """The answer's body, from each topic's kept encoded entry (encoded again only for a
-    topic that changed since: the store publishes a new TopicMetadata for every change)."""
+    topic that changed since: the store publishes a new TopicMetadata for every change),
+    with the topics ``access`` refuses left out (every topic) or answered refused."""
+    access = access or MetadataAccess(None)
     store = server.metadata
     entries = server.metadata_topic_entries
     present = store.topics()  # replaced, never changed, by every topic change
@@ -150,27 +114,47 @@ async def _encoded_answer(
     layout = topic_layout(version)
     kept = entries.kept
     topics = []
+    refused = []
     # The loop costs about a microsecond per kept topic: it yields to the event loop
     # every YIELD_EVERY topics (a Ticker's coroutine per topic would cost a third more).
     for count, name in enumerate(names, 1):
         if count % YIELD_EVERY == 0:
             await asyncio.sleep(0)
+        if not access.describes(name):
+            if not every_topic:
+                refused.append(name)
+            continue
         topic = present.get(name)
+        if topic is None and auto_create:
+            if not access.may_create(name):
+                refused.append(name)
+                continue
+            try:
+                server.topics.create_topic(name)
+            except MetadataError as exc:
+                topics.append(encode_topic(version, error_code(exc.error_name), name, None,
+                                           False, (), access.topic_operations(name)))  # fmt: skip
+                continue
+            topic = store.topic(name)
         if topic is None:
             topics.append(encode_topic(version, ErrorCode.unknown_topic_or_partition, name,
-                                       None, False, ()))  # fmt: skip
+                                       None, False, (), access.topic_operations(name)))  # fmt: skip
             continue
         entry = kept(name, layout, topic, None)
         if entry is None:
             encode = partial(_encode, version, topic)
             entry = await entries.encode(name, layout, topic, None, encode, len(topic.partitions))
+        if access.topic_operations_asked:
+            entry = with_authorized_operations(version, entry, access.topic_operations(name))
         topics.append(entry)
+    topics.extend(encode_topic(version, TOPIC_DENIED, name, None, False, ()) for name in refused)
     return encode_metadata_body(
         version,
         brokers=endpoints,
         cluster_id=store.cluster_id,
         controller_id=store.controller_id(),
         topics=topics,
+        cluster_authorized_operations=access.cluster_operations(),
     )
 
 
@@ -180,21 +164,6 @@ def _encode(version: int, topic: TopicMetadata) -> bytes:
         for index, a in sorted(topic.partitions.items())
     ]
     return encode_topic(version, 0, topic.name, topic.topic_id, topic.is_internal, rows)
-
-
-def _values(
-    server: KafkaServer, ctx: RequestContext, topics: list[dict[str, Any]], count: int
-) -> tuple[dict[str, Any], int]:
-    """The response values and their number of array elements."""
-    items = count + sum(len(t.get("partitions", ())) for t in topics)
-    return {
-        "throttle_time": 0,
-        "brokers": _broker_list(server, ctx),
-        "cluster_id": server.metadata.cluster_id,
-        "controller_id": server.metadata.controller_id(),
-        "topics": topics,
-        "cluster_authorized_operations": -(2**31),
-    }, items
 
 
 async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
@@ -211,6 +180,6 @@ async def handle_describe_cluster(server: KafkaServer, ctx: RequestContext, requ
                 {"broker_id": node_id, "host": host, "port": port, "rack": rack}
                 for node_id, host, port, rack in _endpoints(server, ctx)
             ],
-            "cluster_authorized_operations": -(2**31),
+            "cluster_authorized_operations": describe_cluster_operations(ctx, request),
         },
     )

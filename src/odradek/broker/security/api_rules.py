@@ -2,7 +2,8 @@
 
 One function per API (or family), in the table ``RULES`` by API key. Each returns a
 :class:`~odradek.broker.security.enforcement.Decision` or None when everything is allowed.
-Fetch from consumers is checked by its handler (see ``enforcement``).
+Fetch from consumers and Metadata are checked by their handlers (see ``enforcement`` and
+``metadata_access``): Metadata has no rule here.
 """
 
 from __future__ import annotations
@@ -112,30 +113,6 @@ def offset_for_leader_epoch(check: Check, request: Any, _version: int) -> Decisi
     if check.cluster(Operation.CLUSTER_ACTION):
         return None
     return Decision(split=_topics(check, request, "topics", "topics", DESCRIBE))
-
-
-def metadata(check: Check, request: Any, _version: int) -> Decision | None:
-    if request.topics is None:  # all topics: show only those the principal may describe
-        return Decision(keep=("topics", lambda t: check.topic(DESCRIBE, str(t.name))))
-    auto_create = check.auto_create_topics and bool(
-        getattr(request, "allow_auto_topic_creation", True)
-    )
-    may_create_any = auto_create and check.cluster(CREATE)
-    codes: list[int | None] = []
-    for element in request.topics:
-        name = str(element.name)
-        if not check.topic(DESCRIBE, name):
-            codes.append(TOPIC_DENIED)
-        elif (
-            auto_create
-            and not may_create_any
-            and not check.topic_exists(name)
-            and not check.topic(CREATE, name)
-        ):
-            codes.append(TOPIC_DENIED)  # would be auto-created without Create
-        else:
-            codes.append(None)
-    return Decision(split=Split("topics", "topics", codes))
 
 
 # --- topics administration ---------------------------------------------------------------
@@ -365,7 +342,6 @@ RULES: dict[int, Callable[[Check, Any, int], Decision | None]] = {
     api.PRODUCE: produce,
     api.FETCH: fetch,
     api.LIST_OFFSETS: list_offsets,
-    api.METADATA: metadata,
     api.LEADER_AND_ISR: _CLUSTER_ACTION,
     api.STOP_REPLICA: _CLUSTER_ACTION,
     api.UPDATE_METADATA: _CLUSTER_ACTION,

@@ -12,6 +12,8 @@ the store (no I/O on the request path), as Kafka's AclAuthorizer does:
 5. otherwise an ALLOW for the principal, host and the operation or one implying it
    (``All``; Describe by Read, Write, Delete, Alter; DescribeConfigs by AlterConfigs).
 
+Decisions are kept until the ACLs change (any change drops them all).
+
 Changes go through the store (blocking: call them in a thread) and update the copy; a
 store shared by several brokers (ZooKeeper) reports other brokers' changes, and the
 resource they name is read again.
@@ -43,6 +45,8 @@ from odradek.cluster.acl_store import AclStore, Entry, ResourceKey
 __all__ = ["KNOWN_AUTHORIZERS", "AclAuthorizer", "AuthorizerSettings", "authorizer_settings"]
 
 log = logging.getLogger(__name__)
+
+MAX_KEPT_DECISIONS = 100_000  # about 20 MB at most
 
 # ``authorizer.class.name`` values that turn this authorizer on: ZooKeeper mode's
 # AclAuthorizer (and its pre-2.4 name) and KRaft's StandardAuthorizer, same rules.
@@ -139,6 +143,14 @@ class AclAuthorizer:
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._index: dict[ResourceType, _Index] = {}
         self._lock = threading.Lock()  # writers: request threads and the store's watcher
+        # Grows with every change of the ACLs (this broker's or another's through the
+        # store): whatever is kept from decisions (encoded Metadata answers) names it.
+        self.generation = 0
+        # Decisions already made, by (principal, host, operation, resource type, name):
+        # a new dict with every change of the ACLs (set after the index, so a decision
+        # kept in the new one was made from the new index). Metadata for 10,000 topics
+        # asks 10,000 of them (several microseconds each) whenever a topic changes.
+        self._decisions: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
 
     # --- lifecycle (blocking) ----------------------------------------------------------
 
@@ -194,6 +206,8 @@ class AclAuthorizer:
         for part in index.values():
             part.prefix_lengths = tuple(sorted({len(prefix) for prefix in part.prefixed}))
         self._index = index  # one reference swap: readers never see half an index
+        self._decisions = {}
+        self.generation += 1
 
     # --- decisions (no I/O) -------------------------------------------------------------
 
@@ -210,6 +224,24 @@ class AclAuthorizer:
     ) -> bool:
         if principal in self.settings.super_users:
             return True
+        decisions = self._decisions  # before the index (see __init__)
+        key = (principal, host, operation, resource_type, name)
+        decided = decisions.get(key)
+        if decided is None:
+            decided = self._decide(principal, host, operation, resource_type, name)
+            if len(decisions) >= MAX_KEPT_DECISIONS:
+                decisions.clear()  # bounded: a client may name any number of resources
+            decisions[key] = decided
+        return decided
+
+    def _decide(
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+    ) -> bool:
         index = self._index.get(resource_type)
         acls = index.matching(name) if index is not None else []
         if not acls:

@@ -12,10 +12,11 @@ Each API's rule (:mod:`odradek.broker.security.api_rules`) looks at the request 
   naming one forbidden topic. With ``rest`` set the others are not attempted at all
   (AddPartitionsToTxn: ``OPERATION_NOT_ATTEMPTED``);
 * ``keep``: the handler runs, then elements of a response array the principal may not
-  see are dropped (Metadata for all topics, ListGroups, ListTransactions).
+  see are dropped (ListGroups, ListTransactions, OffsetFetch for all topics).
 
-Fetch is the one exception: its answer is pre-encoded file regions, so its handler asks
-``ctx.authz`` (a :class:`Check`) which topics it may read.
+Fetch and Metadata are the exceptions: their answers are pre-encoded (file regions, kept
+topic entries), so their handlers ask ``ctx.authz`` (a :class:`Check`) which topics they
+may read or describe (Metadata through ``metadata_access``).
 """
 
 from __future__ import annotations
