@@ -18,7 +18,7 @@ key is passed to librdkafka as is.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,10 @@ from odradek.broker.security.acl import (
     ResourceType,
     check_principal,
 )
-from odradek.cli.command_config import command_config_path
+from odradek.cli.command_config import command_config_path, command_properties
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap
+from odradek.client.security import SECURITY_KEYS
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 TXN = ResourceType.TRANSACTIONAL_ID
@@ -182,24 +183,26 @@ def block(acls: Iterable[AccessControlEntry]) -> str:
 # --- talking to the brokers (librdkafka's admin client) --------------------------------
 
 
-def client_config(bootstrap: str, command_config: Path | None) -> dict[str, str]:
-    from odradek.broker.config import ConfigError, read_properties
+# The --command-config keys librdkafka is given: the security keys odradek's own client reads
+# (translated to librdkafka's names), and client.id, which means the same to both.
+LIBRDKAFKA_KEYS = SECURITY_KEYS | {"client.id"}
 
+
+def client_config(
+    bootstrap: str, props: Mapping[str, str] | None, source: Path | None = None
+) -> dict[str, str]:
+    """librdkafka's settings from ``--command-config``'s Java ones (``source``: the file)."""
     config = {"bootstrap.servers": bootstrap}
-    if command_config is None:
-        return config
-    try:
-        props = read_properties(command_config)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-    for key, value in props.items():
+    for key, value in (props or {}).items():
+        if key not in LIBRDKAFKA_KEYS:
+            continue  # warned about by command_properties
         if key == "sasl.jaas.config":
             from odradek.broker.security.jaas import JaasError, parse_jaas
 
             try:
                 options = parse_jaas(value).options
             except JaasError as exc:
-                raise CliError(f"{command_config}: sasl.jaas.config: {exc}") from None
+                raise CliError(f"{source}: sasl.jaas.config: {exc}") from None
             config["sasl.username"] = options.get("username", "")
             config["sasl.password"] = options.get("password", "")
         elif key == "ssl.truststore.location":
@@ -209,8 +212,11 @@ def client_config(bootstrap: str, command_config: Path | None) -> dict[str, str]
             config.setdefault("ssl.key.location", value)
         elif key == "ssl.key.password":
             config["ssl.key.password"] = value
-        elif key.startswith(("ssl.truststore.", "ssl.keystore.", "ssl.endpoint.")):
-            continue  # type=PEM and the like: librdkafka reads PEM files as they are
+        elif key == "ssl.endpoint.identification.algorithm":
+            # Java turns host name checks off with an empty value, librdkafka with "none".
+            config[key] = value.strip().lower() or "none"
+        elif key.startswith(("ssl.truststore.", "ssl.keystore.")):
+            continue  # type=PEM: librdkafka reads PEM files as they are
         else:
             config[key] = value
     return config
@@ -374,7 +380,9 @@ def acls(
 
     # --command-config comes with --bootstrap-server (command_config.py); librdkafka takes
     # the file's keys itself rather than odradek's ClientSecurity.
-    config = client_config(bootstrap_server, command_config_path())
+    config = client_config(
+        bootstrap_server, command_properties(LIBRDKAFKA_KEYS), command_config_path()
+    )
     if action == "list":
         _list(_Admin(config), filters, list_principals)
         return
