@@ -13,7 +13,14 @@ from odradek.broker.security.acl import (
     Permission,
     ResourceType,
 )
-from odradek.cli.acls import acls_by_resource, block, client_config, entries, resource_filters
+from odradek.cli.acls import (
+    acls_by_resource,
+    block,
+    client_config,
+    entries,
+    no_answer,
+    resource_filters,
+)
 from odradek.cli.errors import CliError
 
 TOPIC, GROUP, CLUSTER, TXN = (
@@ -119,3 +126,14 @@ def test_command_config_is_translated() -> None:
     assert client_config("h:1", None) == {"bootstrap.servers": "h:1"}
     with pytest.raises(CliError, match=r"sasl\.jaas\.config"):
         client_config("h:1", {"sasl.jaas.config": "nonsense"})
+
+
+def test_no_answer_says_why() -> None:
+    # librdkafka retries a listener that hangs up until the request times out: the line
+    # carries its last complaint and the --command-config hint, unless nothing listened.
+    assert no_answer("h:1", []) == "no answer from h:1 within 30 s"
+    refused = no_answer("h:1", ["h:1/bootstrap: Connect to ipv4#h:1 failed: Connection refused"])
+    assert "Connection refused" in refused and "command-config" not in refused
+    down = no_answer("h:1", ["1/1 brokers are down"])
+    assert "(librdkafka: 1/1 brokers are down); if this listener uses SSL or SASL" in down
+    assert "--command-config FILE" in down

@@ -18,6 +18,7 @@ key is passed to librdkafka as is.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,13 +38,14 @@ from odradek.broker.security.acl import (
     ResourceType,
     check_principal,
 )
-from odradek.cli.command_config import command_config_path, command_properties
+from odradek.cli.command_config import command_config_path, command_properties, connection_hint
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap
 from odradek.client.security import SECURITY_KEYS
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 TXN = ResourceType.TRANSACTIONAL_ID
+REQUEST_TIMEOUT_S = 30  # librdkafka's request timeout, and how long the command waits
 TOKEN = ResourceType.DELEGATION_TOKEN
 
 # AclEntry.supportedOperations: what an ACL on each resource type may name (plus All).
@@ -233,9 +235,20 @@ class _Admin:
             ) from None
         self.ck = ck
         self.error = KafkaException
+        self.bootstrap = config["bootstrap.servers"]
+        # librdkafka retries a broker that hangs up until the request times out, reporting
+        # why through error_cb (served by poll): kept to say why there was no answer.
+        self.client_errors: list[str] = []
         try:
             # librdkafka's own log lines would follow our one-line errors: errors only.
-            self.client = ck.AdminClient({**config, "socket.timeout.ms": "15000", "log_level": 0})
+            self.client = ck.AdminClient(
+                {
+                    **config,
+                    "socket.timeout.ms": "15000",
+                    "log_level": 0,
+                    "error_cb": lambda error: self.client_errors.append(error.str()),
+                }
+            )
         except (KafkaException, ValueError, TypeError) as exc:
             raise CliError(f"--command-config: {_message(exc)}") from None
 
@@ -268,20 +281,44 @@ class _Admin:
         )
 
     def wait(self, futures: Iterable[Any]) -> list[Any]:
+        pending = list(futures)
+        # librdkafka fails the request after REQUEST_TIMEOUT_S; a little more as a backstop.
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S + 5
+        while not all(f.done() for f in pending) and time.monotonic() < deadline:
+            self.client.poll(0.1)
         try:
-            return [future.result(30) for future in futures]
+            return [future.result(0) for future in pending]
         except self.error as exc:
-            raise CliError(f"Error while executing ACL command: {_message(exc)}") from None
+            message = f"Error while executing ACL command: {_message(exc)}"
+            code = getattr(exc.args[0], "code", lambda: None)() if exc.args else None
+            if code == self.ck.KafkaError._TIMED_OUT:
+                message = f"{message}: {no_answer(self.bootstrap, self.client_errors)}"
+            raise CliError(message) from None
+        except TimeoutError:
+            raise CliError(no_answer(self.bootstrap, self.client_errors)) from None
 
     def create(self, bindings: list[Any]) -> None:
-        self.wait(self.client.create_acls(bindings, request_timeout=30).values())
+        self.wait(self.client.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).values())
 
     def describe(self, flt: Any) -> list[AclBinding]:
-        [found] = self.wait([self.client.describe_acls(flt, request_timeout=30)])
+        [found] = self.wait([self.client.describe_acls(flt, request_timeout=REQUEST_TIMEOUT_S)])
         return [_binding_of(b) for b in found]
 
     def delete(self, filters: list[Any]) -> None:
-        self.wait(self.client.delete_acls(filters, request_timeout=30).values())
+        self.wait(self.client.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).values())
+
+
+def no_answer(bootstrap: str, client_errors: list[str]) -> str:
+    """Why librdkafka got no answer: its last complaint and, unless the broker was simply
+    not there, the --command-config hint (a listener of another security protocol hangs up
+    on every try, and librdkafka retries until the request times out)."""
+    message = f"no answer from {bootstrap} within {REQUEST_TIMEOUT_S} s"
+    if not client_errors:
+        return message
+    message += f" (librdkafka: {client_errors[-1]})"
+    if any("Connection refused" in error for error in client_errors):
+        return message
+    return f"{message}; {connection_hint()}"
 
 
 def _message(exc: BaseException) -> str:
