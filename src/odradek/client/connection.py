@@ -381,11 +381,13 @@ class BrokerConnection:
             return
         self._closed = True
         self._close_reason = self._close_reason or reason
-        setup_failed = setup is not None and not self._in_use
+        pending, self._pending = self._pending, {}
+        # Only with a request waiting: an idle connection the broker closes (idle timeout)
+        # says nothing about its settings.
+        setup_failed = setup is not None and not self._in_use and bool(pending)
         self._setup_failed = self._setup_failed or setup_failed
         if reason:
             log.debug("closing %s: %s", self, reason)
-        pending, self._pending = self._pending, {}
         message = f"connection to {self.label} closed" + (f": {reason}" if reason else "")
         for item in pending.values():
             if item.future.done():
