@@ -3,8 +3,6 @@ a Java client properties file becomes librdkafka settings."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from odradek.broker.security.acl import (
@@ -15,7 +13,14 @@ from odradek.broker.security.acl import (
     Permission,
     ResourceType,
 )
-from odradek.cli.acls import acls_by_resource, block, client_config, entries, resource_filters
+from odradek.cli.acls import (
+    acls_by_resource,
+    block,
+    client_config,
+    entries,
+    no_answer,
+    resource_filters,
+)
 from odradek.cli.errors import CliError
 
 TOPIC, GROUP, CLUSTER, TXN = (
@@ -96,29 +101,39 @@ def test_listing_block_is_kafkas() -> None:
     )
 
 
-def test_command_config_is_translated(tmp_path: Path) -> None:
-    path = tmp_path / "client.properties"
-    path.write_text(
-        "security.protocol=SASL_SSL\n"
-        "sasl.mechanism=SCRAM-SHA-512\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="admin" password="s3cret";\n'
-        "ssl.truststore.type=PEM\n"
-        "ssl.truststore.location=/etc/ca.pem\n"
-        "client.id=acl-tool\n"
-    )
-    assert client_config("h:1", path) == {
+def test_command_config_is_translated() -> None:
+    props = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="admin" password="s3cret";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/ca.pem",
+        "ssl.endpoint.identification.algorithm": "",
+        "client.id": "acl-tool",
+        "request.timeout.ms": "1000",  # not given to librdkafka: warned about as unused
+    }
+    assert client_config("h:1", props) == {
         "bootstrap.servers": "h:1",
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "admin",
         "sasl.password": "s3cret",
         "ssl.ca.location": "/etc/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none",
         "client.id": "acl-tool",
     }
-    with pytest.raises(CliError, match="cannot read"):
-        client_config("h:1", tmp_path / "missing.properties")
-    bad = tmp_path / "bad.properties"
-    bad.write_text("sasl.jaas.config=nonsense\n")
+    assert client_config("h:1", None) == {"bootstrap.servers": "h:1"}
     with pytest.raises(CliError, match=r"sasl\.jaas\.config"):
-        client_config("h:1", bad)
+        client_config("h:1", {"sasl.jaas.config": "nonsense"})
+
+
+def test_no_answer_says_why() -> None:
+    # librdkafka retries a listener that hangs up until the request times out: the line
+    # carries its last complaint and the --command-config hint, unless nothing listened.
+    assert no_answer("h:1", []) == "no answer from h:1 within 30 s"
+    refused = no_answer("h:1", ["h:1/bootstrap: Connect to ipv4#h:1 failed: Connection refused"])
+    assert "Connection refused" in refused and "command-config" not in refused
+    down = no_answer("h:1", ["1/1 brokers are down"])
+    assert "(librdkafka: 1/1 brokers are down); if this listener uses SSL or SASL" in down
+    assert "--command-config FILE" in down

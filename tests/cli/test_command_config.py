@@ -1,6 +1,6 @@
-"""``--command-config`` without a broker: which commands take it, and unusable files are
-one error line before any connection (tests/integration/test_command_config.py uses it
-against SASL and SSL listeners)."""
+"""``--command-config`` without a broker: which commands take it, unusable files are one
+error line before any connection, which keys are warned about as unused
+(tests/integration/test_command_config.py uses it against SASL and SSL listeners)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ from pathlib import Path
 import click
 import pytest
 
+from odradek.cli.command_config import unused_warning
 from odradek.cli.errors import CliError
 from odradek.cli.perf_consume import consumer_config
 from odradek.cli.perf_produce import parse_producer_props
+from odradek.client.config_names import KAFKA_CLIENT_SETTINGS
+from odradek.client.security import SECURITY_KEYS, ClientSecurity
 from tests.cli.helpers import odradek
+from tests.helpers.certs import make_pki
 
 JAAS = (
     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -88,9 +92,58 @@ def test_perf_config_files_carry_the_security_keys(tmp_path: Path) -> None:
     assert config == {"client_id": "perf-producer-client", "acks": 1}
     consumer, warnings = consumer_config(path, 1024)
     assert consumer["security"].sasl_mechanism == "PLAIN"
-    assert warnings == ["The configuration 'acks' was supplied but isn't a known config."]
+    assert warnings == [unused_warning("acks")]  # a producer setting: no effect on a consumer
     plain, _ = consumer_config(None, 1024)
     assert "security" not in plain
     path.write_text("security.protocol=SASL_PLAINTEXT\n")
     with pytest.raises(CliError, match=r"--producer\.config: SASL needs a user"):
         parse_producer_props((), str(path), None)
+
+
+class _Recording(dict):  # type: ignore[type-arg]
+    """A properties dict that remembers which keys were asked for."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def test_security_keys_are_the_keys_the_client_reads(tmp_path: Path) -> None:
+    # The one list the warnings use must follow from_properties: a key read there but missing
+    # from SECURITY_KEYS would be warned about although it works, and the reverse.
+    pki = make_pki(tmp_path)
+    props = _Recording(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.username": "u",
+            "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key),
+            "ssl.endpoint.identification.algorithm": "",
+        }
+    )
+    ClientSecurity.from_properties(props)
+    assert props.asked == SECURITY_KEYS
+    # Java's names among them are Kafka client settings; librdkafka's are the others.
+    not_java = SECURITY_KEYS - KAFKA_CLIENT_SETTINGS
+    assert not_java == {
+        "sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
+        "ssl.key.location",
+    }  # fmt: skip
+
+
+def test_unused_keys_are_told_apart() -> None:
+    assert unused_warning("sasl.mechanisms") == (
+        "The configuration 'sasl.mechanisms' was supplied but isn't a known config."
+    )
+    assert "has no effect" in unused_warning("request.timeout.ms")
+    assert "Kafka client setting" in unused_warning("bootstrap.servers")
+
+
+def test_an_unreachable_broker_gets_no_security_hint() -> None:
+    # Not a hang-up during set-up: nothing points at the security settings.
+    result = odradek("topics", "list", "-b", "127.0.0.1:1").check_error("cannot connect")
+    assert "command-config" not in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ssl
 import struct
 
 import pytest
@@ -13,7 +14,13 @@ from kio.serial import entity_reader, entity_writer
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.entities import build_request
-from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.errors import (
+    ClientError,
+    ConnectionSetupError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from odradek.client.security import ClientSecurity
 from odradek.client.versions import FETCH, METADATA, PRODUCE, pick_version
 from odradek.protocol.build import build_response
 from odradek.protocol.versions import SUPPORTED
@@ -227,12 +234,79 @@ async def test_connection_refused_is_a_one_line_client_error() -> None:
 
 async def test_broker_dropping_the_connection_fails_the_request() -> None:
     async with FakeCluster() as cluster:
+        answered: list[int] = []
+
+        def drop_the_second_metadata(b: object, k: int, v: int, r: object) -> object:
+            if k == METADATA:
+                answered.append(k)
+                return DROP if len(answered) == 2 else None
+            return None
+
+        cluster.intercept(drop_the_second_metadata)
+        conn = BrokerConnection("127.0.0.1", cluster.brokers[0].port)
+        await conn.connect()
+        await conn.send(metadata_request(5, []))
+        with pytest.raises(ClientError, match="closed by the broker") as info:
+            await conn.send(metadata_request(5, []))
+        # The connection was in use: a lost connection, not a sign of the wrong protocol.
+        assert not isinstance(info.value, ConnectionSetupError)
+        assert conn.closed
+
+
+async def test_a_hang_up_before_the_first_answer_is_a_setup_error() -> None:
+    # What a SASL listener does to a PLAINTEXT client (ApiVersions answered, then a request
+    # that is not SaslHandshake): the CLI turns this error into a --command-config hint.
+    async with FakeCluster() as cluster:
         cluster.intercept(lambda b, k, v, r: DROP if k == METADATA else None)
         conn = BrokerConnection("127.0.0.1", cluster.brokers[0].port)
         await conn.connect()
-        with pytest.raises(ClientError, match="closed by the broker"):
+        with pytest.raises(ConnectionSetupError, match="closed the connection before answering"):
             await conn.send(metadata_request(5, []))
-        assert conn.closed
+        with pytest.raises(ConnectionSetupError, match="is closed"):
+            await conn.send(metadata_request(5, []))
+
+
+async def _serve(answer: bytes) -> asyncio.Server:
+    """A listener that reads the client's first bytes, writes ``answer`` and, if that is not
+    empty, keeps the connection open (closes it otherwise)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        if answer:
+            writer.write(answer)
+            await writer.drain()
+            await reader.read()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+async def test_a_tls_answer_to_api_versions_is_a_setup_error_at_once() -> None:
+    # An SSL listener may answer a PLAINTEXT client's bytes with a TLS alert and keep the
+    # socket open: read as a size prefix that is a 350 MB frame, waited for until the timeout.
+    server = await _serve(b"\x15\x03\x03\x00\x02\x02\x0a")
+    conn = BrokerConnection("127.0.0.1", server.sockets[0].getsockname()[1])
+    started = asyncio.get_running_loop().time()
+    try:
+        with pytest.raises(ConnectionSetupError, match="answered with TLS records"):
+            await conn.connect(timeout_ms=20000)
+        assert asyncio.get_running_loop().time() - started < 10
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_broken_tls_handshake_is_a_setup_error() -> None:
+    # A PLAINTEXT listener reads the ClientHello as a huge frame and hangs up.
+    server = await _serve(b"")
+    tls = ClientSecurity("SSL", ssl_context=ssl.create_default_context())
+    conn = BrokerConnection("127.0.0.1", server.sockets[0].getsockname()[1], security=tls)
+    try:
+        with pytest.raises(ConnectionSetupError, match=r"TLS handshake with .* failed"):
+            await conn.connect(timeout_ms=20000)
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_impossible_frame_size_closes_the_connection() -> None:

@@ -44,6 +44,7 @@ def test_properties_with_java_names() -> None:
         ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism must"),
         ({"security.protocol": "SASL_PLAINTEXT"}, "SASL needs a user"),
         ({"security.protocol": "SSL", "ssl.truststore.location": "/nonexistent.pem"}, "TLS"),
+        ({"security.protocol": "SSL", "ssl.truststore.type": "JKS"}, "reads PEM files only"),
     ],
 )
 def test_unusable_properties_are_one_error(props: dict[str, str], fragment: str) -> None:

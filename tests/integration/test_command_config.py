@@ -1,13 +1,16 @@
 """``--command-config``: every broker-facing command reaches SASL and SSL listeners.
 
-One broker serves SASL_PLAINTEXT (PLAIN and SCRAM-SHA-256) and SSL; no plain listener, so
-a command that ignored the properties file could not pass. Each command runs as a user
-runs it (a subprocess); a refused login, an unusable file or an untrusted certificate is
-one error line.
+One broker serves SASL_PLAINTEXT (PLAIN and SCRAM-SHA-256) and SSL; the commands that must
+pass are aimed at those, so a command that ignored the properties file could not pass (a
+PLAINTEXT listener is there for an SSL client to miss). Each command runs as a user runs it
+(a subprocess); a refused login, an unusable file, an untrusted certificate or a listener
+that speaks another security protocol is one error line; unused keys of the file are
+warnings and the command runs on.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +29,7 @@ SCRAM_PASSWORD = "carol-scram-secret"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
     broker = start_secured_broker(
         tmp_path_factory.mktemp("command-config"),
-        ["SASL_PLAINTEXT", "SSL"],
+        ["SASL_PLAINTEXT", "SSL", "PLAINTEXT"],
         plain_users={"admin": ADMIN_PASSWORD},
         mechanisms="PLAIN,SCRAM-SHA-256",
     )
@@ -148,6 +151,45 @@ def test_ssl_listener(secured: SecuredBroker, tmp_path: Path) -> None:
     assert "over-tls" in listed.lines
     # Without the CA the system's trust store is used, and it does not know ours.
     untrusted = client_properties(tmp_path / "untrusted.properties", "SSL")
-    odradek("topics", "list", "-b", bootstrap, "--command-config", str(untrusted)).check_error(
-        "CERTIFICATE_VERIFY_FAILED"
-    )
+    refused = odradek("topics", "list", "-b", bootstrap, "--command-config", str(untrusted))
+    refused.check_error("CERTIFICATE_VERIFY_FAILED")
+    assert "security.protocol" not in refused.stderr  # not a protocol mismatch: no hint
+
+
+@pytest.mark.parametrize(
+    ("listener", "client", "fragments"),
+    [
+        # (a) SASL listener: ApiVersions is answered, the next request closes the connection.
+        ("SASL_PLAINTEXT", None, ["before answering Metadata", "--command-config FILE"]),
+        # (b) SSL listener: the plaintext ApiVersions request is not TLS.
+        ("SSL", None, ["before answering ApiVersions", "--command-config FILE"]),
+        # (c) SSL client, PLAINTEXT listener: the broker drops the ClientHello.
+        ("PLAINTEXT", "SSL", ["TLS handshake", "check that security.protocol in --command"]),
+    ],
+)
+def test_a_listener_of_another_security_protocol_gets_a_hint(
+    secured: SecuredBroker, tmp_path: Path, listener: str, client: str | None, fragments: list
+) -> None:
+    args = ["topics", "list", "-b", secured.bootstrap(listener)]
+    if client is not None:
+        assert secured.pki is not None
+        path = client_properties(tmp_path / "client.properties", client, ca=secured.pki.ca)
+        args += ["--command-config", str(path)]
+    started = time.monotonic()
+    odradek(*args, timeout=30).check_error(*fragments)
+    assert time.monotonic() - started < 20  # a hint, not a hang (Kafka's tools time out)
+
+
+def test_unused_keys_are_warnings(
+    secured: SecuredBroker, sasl_config: Path, tmp_path: Path
+) -> None:
+    assert not sasl(secured, sasl_config, "topics", "list").check().stderr  # a proper file
+    extra = tmp_path / "extra.properties"
+    extra.write_text(sasl_config.read_text() + "request.timeout.ms=5000\nsasl.mechanisms=PLAIN\n")
+    no_effect = "WARN The configuration 'request.timeout.ms' is a Kafka client setting"
+    typo = "WARN The configuration 'sasl.mechanisms' was supplied but isn't a known config."
+    # odradek's own client (topics) and librdkafka's (acls) read the file apart: both warn.
+    for args in (["topics", "list"], ["acls", "--list"]):
+        result = sasl(secured, extra, *args).check()
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2 and lines[0].startswith(no_effect) and lines[1] == typo, lines

@@ -18,7 +18,8 @@ key is passed to librdkafka as is.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,14 @@ from odradek.broker.security.acl import (
     ResourceType,
     check_principal,
 )
-from odradek.cli.command_config import command_config_path
+from odradek.cli.command_config import command_config_path, command_properties, connection_hint
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap
+from odradek.client.security import SECURITY_KEYS
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 TXN = ResourceType.TRANSACTIONAL_ID
+REQUEST_TIMEOUT_S = 30  # librdkafka's request timeout, and how long the command waits
 TOKEN = ResourceType.DELEGATION_TOKEN
 
 # AclEntry.supportedOperations: what an ACL on each resource type may name (plus All).
@@ -182,24 +185,26 @@ def block(acls: Iterable[AccessControlEntry]) -> str:
 # --- talking to the brokers (librdkafka's admin client) --------------------------------
 
 
-def client_config(bootstrap: str, command_config: Path | None) -> dict[str, str]:
-    from odradek.broker.config import ConfigError, read_properties
+# The --command-config keys librdkafka is given: the security keys odradek's own client reads
+# (translated to librdkafka's names), and client.id, which means the same to both.
+LIBRDKAFKA_KEYS = SECURITY_KEYS | {"client.id"}
 
+
+def client_config(
+    bootstrap: str, props: Mapping[str, str] | None, source: Path | None = None
+) -> dict[str, str]:
+    """librdkafka's settings from ``--command-config``'s Java ones (``source``: the file)."""
     config = {"bootstrap.servers": bootstrap}
-    if command_config is None:
-        return config
-    try:
-        props = read_properties(command_config)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-    for key, value in props.items():
+    for key, value in (props or {}).items():
+        if key not in LIBRDKAFKA_KEYS:
+            continue  # warned about by command_properties
         if key == "sasl.jaas.config":
             from odradek.broker.security.jaas import JaasError, parse_jaas
 
             try:
                 options = parse_jaas(value).options
             except JaasError as exc:
-                raise CliError(f"{command_config}: sasl.jaas.config: {exc}") from None
+                raise CliError(f"{source}: sasl.jaas.config: {exc}") from None
             config["sasl.username"] = options.get("username", "")
             config["sasl.password"] = options.get("password", "")
         elif key == "ssl.truststore.location":
@@ -209,8 +214,11 @@ def client_config(bootstrap: str, command_config: Path | None) -> dict[str, str]
             config.setdefault("ssl.key.location", value)
         elif key == "ssl.key.password":
             config["ssl.key.password"] = value
-        elif key.startswith(("ssl.truststore.", "ssl.keystore.", "ssl.endpoint.")):
-            continue  # type=PEM and the like: librdkafka reads PEM files as they are
+        elif key == "ssl.endpoint.identification.algorithm":
+            # Java turns host name checks off with an empty value, librdkafka with "none".
+            config[key] = value.strip().lower() or "none"
+        elif key.startswith(("ssl.truststore.", "ssl.keystore.")):
+            continue  # type=PEM: librdkafka reads PEM files as they are
         else:
             config[key] = value
     return config
@@ -227,9 +235,20 @@ class _Admin:
             ) from None
         self.ck = ck
         self.error = KafkaException
+        self.bootstrap = config["bootstrap.servers"]
+        # librdkafka retries a broker that hangs up until the request times out, reporting
+        # why through error_cb (served by poll): kept to say why there was no answer.
+        self.client_errors: list[str] = []
         try:
             # librdkafka's own log lines would follow our one-line errors: errors only.
-            self.client = ck.AdminClient({**config, "socket.timeout.ms": "15000", "log_level": 0})
+            self.client = ck.AdminClient(
+                {
+                    **config,
+                    "socket.timeout.ms": "15000",
+                    "log_level": 0,
+                    "error_cb": lambda error: self.client_errors.append(error.str()),
+                }
+            )
         except (KafkaException, ValueError, TypeError) as exc:
             raise CliError(f"--command-config: {_message(exc)}") from None
 
@@ -262,20 +281,44 @@ class _Admin:
         )
 
     def wait(self, futures: Iterable[Any]) -> list[Any]:
+        pending = list(futures)
+        # librdkafka fails the request after REQUEST_TIMEOUT_S; a little more as a backstop.
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S + 5
+        while not all(f.done() for f in pending) and time.monotonic() < deadline:
+            self.client.poll(0.1)
         try:
-            return [future.result(30) for future in futures]
+            return [future.result(0) for future in pending]
         except self.error as exc:
-            raise CliError(f"Error while executing ACL command: {_message(exc)}") from None
+            message = f"Error while executing ACL command: {_message(exc)}"
+            code = getattr(exc.args[0], "code", lambda: None)() if exc.args else None
+            if code == self.ck.KafkaError._TIMED_OUT:
+                message = f"{message}: {no_answer(self.bootstrap, self.client_errors)}"
+            raise CliError(message) from None
+        except TimeoutError:
+            raise CliError(no_answer(self.bootstrap, self.client_errors)) from None
 
     def create(self, bindings: list[Any]) -> None:
-        self.wait(self.client.create_acls(bindings, request_timeout=30).values())
+        self.wait(self.client.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).values())
 
     def describe(self, flt: Any) -> list[AclBinding]:
-        [found] = self.wait([self.client.describe_acls(flt, request_timeout=30)])
+        [found] = self.wait([self.client.describe_acls(flt, request_timeout=REQUEST_TIMEOUT_S)])
         return [_binding_of(b) for b in found]
 
     def delete(self, filters: list[Any]) -> None:
-        self.wait(self.client.delete_acls(filters, request_timeout=30).values())
+        self.wait(self.client.delete_acls(filters, request_timeout=REQUEST_TIMEOUT_S).values())
+
+
+def no_answer(bootstrap: str, client_errors: list[str]) -> str:
+    """Why librdkafka got no answer: its last complaint and, unless the broker was simply
+    not there, the --command-config hint (a listener of another security protocol hangs up
+    on every try, and librdkafka retries until the request times out)."""
+    message = f"no answer from {bootstrap} within {REQUEST_TIMEOUT_S} s"
+    if not client_errors:
+        return message
+    message += f" (librdkafka: {client_errors[-1]})"
+    if any("Connection refused" in error for error in client_errors):
+        return message
+    return f"{message}; {connection_hint()}"
 
 
 def _message(exc: BaseException) -> str:
@@ -374,7 +417,9 @@ def acls(
 
     # --command-config comes with --bootstrap-server (command_config.py); librdkafka takes
     # the file's keys itself rather than odradek's ClientSecurity.
-    config = client_config(bootstrap_server, command_config_path())
+    config = client_config(
+        bootstrap_server, command_properties(LIBRDKAFKA_KEYS), command_config_path()
+    )
     if action == "list":
         _list(_Admin(config), filters, list_principals)
         return

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import click
 
-from odradek.cli.command_config import command_config_option
+from odradek.cli.command_config import command_config_option, connection_hint
 from odradek.cli.errors import CliError
 
 T = TypeVar("T")
@@ -61,13 +61,24 @@ def bootstrap_option(command: F) -> F:
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` to completion on a new event loop and return its result."""
-    try:
-        import uvloop
+    """Run ``coroutine`` to completion on a new event loop and return its result.
 
+    A broker that hung up while the connection was being set up (the client's
+    ConnectionSetupError) is one error line that also says what is likely wrong: the
+    listener's security protocol is not the client's (see :func:`connection_hint`)."""
+    from odradek.client.errors import ClientError, ConnectionSetupError
+
+    try:
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+            return asyncio.run(coroutine)
         return uvloop.run(coroutine)
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.run(coroutine)
+    except ClientError as exc:
+        causes = (exc, *getattr(exc, "causes", ()))
+        if any(isinstance(cause, ConnectionSetupError) for cause in causes):
+            raise CliError(f"{exc}: {connection_hint()}") from None
+        raise
 
 
 def check_bootstrap(value: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from odradek.cli.errors import CliError
-from odradek.client.security import ClientSecurity, SecurityConfigError
+from odradek.client.security import SECURITY_KEYS, ClientSecurity, SecurityConfigError
 
 
 @click.group("perf", context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,13 +58,11 @@ def load_properties(path: str | Path, option: str) -> dict[str, str]:
     return props
 
 
-SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
-
-
 def take_security(props: dict[str, str], option: str) -> ClientSecurity | None:
-    """Remove the TLS / SASL keys from ``props`` (the tools pass them to their client as
-    Kafka's do) and return them as settings; None when the file names none."""
-    keys = [key for key in props if key.startswith(SECURITY_PREFIXES)]
+    """Remove the TLS / SASL keys odradek's client reads (SECURITY_KEYS) from ``props`` and
+    return them as settings (None when the file names none); any other ``sasl.*`` or
+    ``ssl.*`` key stays, for the caller to warn about as unused."""
+    keys = [key for key in props if key in SECURITY_KEYS]
     if not keys:
         return None
     try:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from odradek.cli.command_config import command_config_path
+from odradek.cli.command_config import command_config_path, note_config_file, unused_warning
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
@@ -346,7 +346,7 @@ def consumer_config(
         if name in IGNORED_PROPS or name == "bootstrap.servers":
             continue
         if name not in CONSUMER_PROPS:
-            warnings.append(f"The configuration '{name}' was supplied but isn't a known config.")
+            warnings.append(unused_warning(name))
             continue
         keyword, convert = CONSUMER_PROPS[name]
         try:
@@ -445,6 +445,7 @@ def consume(
         raise CliError("Reporting interval must be greater than 0.")
     formatter = java_date_format(date_format)
     # --command-config (Kafka 4's name for it) is the same file when --consumer.config is not.
+    note_config_file(consumer_config_file, "--consumer.config")
     config, warnings = consumer_config(consumer_config_file or command_config_path(), fetch_size)
     for warning in warnings:
         click.echo(f"WARN {warning}", err=True)

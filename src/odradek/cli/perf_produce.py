@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from odradek.cli.command_config import note_config_file, unused_warning
 from odradek.cli.errors import CliError
 from odradek.cli.output import DEFAULT_BOOTSTRAP, check_bootstrap, run, unescape
 from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
@@ -103,7 +104,7 @@ def parse_producer_props(
         if name in IGNORED_PROPS:
             continue
         if name not in PRODUCER_PROPS:
-            warnings.append(f"The configuration '{name}' was supplied but isn't a known config.")
+            warnings.append(unused_warning(name))
             continue
         keyword, convert = PRODUCER_PROPS[name]
         try:
@@ -392,6 +393,7 @@ def produce(
         print(f"Number of messages read: {len(payload_list)}")
         if not payload_list:
             raise CliError("--payload-file holds no payloads")
+    note_config_file(producer_config, "--producer.config")
     bootstrap, config, warnings = parse_producer_props(
         producer_props + more_props, producer_config, bootstrap_server
     )

@@ -17,6 +17,11 @@ Life of a connection:
 
 Frames larger than ``max_response_size`` or with negative sizes are protocol errors and close the
 connection. Nothing here retries; retry policy belongs to the producer, consumer and admin.
+
+A broker that hangs up before the connection is usable (before it answered any request but
+ApiVersions), answers with TLS records, or fails the TLS handshake raises
+:class:`~odradek.client.errors.ConnectionSetupError` instead of a bare ClientError: the usual
+cause is a ``security.protocol`` that does not match the listener's, which the CLI says.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import logging
+import ssl
 import struct
 from typing import Any
 
@@ -32,7 +38,12 @@ from kio.schema.errors import ErrorCode
 
 from odradek import timeouts
 from odradek.client.entities import api_name, build_request
-from odradek.client.errors import ClientError, KafkaError, KafkaTimeoutError
+from odradek.client.errors import (
+    ClientError,
+    ConnectionSetupError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from odradek.client.security import ClientSecurity
 from odradek.client.versions import API_VERSIONS, FIRST_API_VERSIONS_VERSION, pick_version
 from odradek.protocol.codec import DecodeError, decode_response, encode_request
@@ -42,6 +53,10 @@ log = logging.getLogger(__name__)
 _INT32 = struct.Struct(">i")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DEFAULT_MAX_RESPONSE_SIZE = 1 << 30  # a Fetch may legitimately carry fetch.max.bytes and more
+# A TLS record starts with its content type (0x15 alert, 0x16 handshake) and major version 3.
+# Read as a Kafka size prefix that is a frame of 350+ MB, which no ApiVersions answer is.
+_TLS_RECORD_TYPES = (0x15, 0x16)
+_HUNG_UP = "closed the connection"
 
 try:
     _SOFTWARE_VERSION = importlib.metadata.version("odradek")
@@ -87,6 +102,10 @@ class BrokerConnection:
         self._next_correlation_id = 0
         self._closed = False
         self._close_reason: str | None = None
+        # Set by the first answer to anything but ApiVersions: from then on a hang-up is a
+        # lost connection, not a sign of the wrong security protocol.
+        self._in_use = False
+        self._setup_failed = False
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node {self.node_id} {self.host}:{self.port}>"
@@ -132,6 +151,13 @@ class BrokerConnection:
         except OSError as exc:
             self._closed = True
             reason = exc.strerror or str(exc)
+            if tls is not None and _handshake_failure(exc):
+                # A PLAINTEXT listener drops a ClientHello it reads as a huge frame: the
+                # reset comes without any text.
+                raise ConnectionSetupError(
+                    f"TLS handshake with {self.label} failed: "
+                    f"{reason or 'the broker closed the connection'}"
+                ) from None
             raise ClientError(f"cannot connect to {self.label}: {reason}") from None
         self._read_task = asyncio.create_task(
             self._read_loop(), name=f"odradek-client-read-{self.host}:{self.port}"
@@ -240,7 +266,8 @@ class BrokerConnection:
         """Send a kio request entity; return the decoded response (None if none is expected)."""
         if self._closed or self._writer is None:
             reason = f": {self._close_reason}" if self._close_reason else ""
-            raise ClientError(f"connection to {self.label} is closed{reason}")
+            error = ConnectionSetupError if self._setup_failed else ClientError
+            raise error(f"connection to {self.label} is closed{reason}")
         cls = type(request)
         api_key = int(cls.__api_key__)
         api_version = int(cls.__version__)
@@ -293,16 +320,22 @@ class BrokerConnection:
             await self._writer.drain()
         except (OSError, RuntimeError) as exc:
             # RuntimeError: the transport closed while we were paused for back-pressure
-            await self.close(f"write failed: {exc}")
-            raise ClientError(f"connection to {self.label} lost while sending: {exc}") from None
+            hung_up = isinstance(exc, (ConnectionResetError, BrokenPipeError))
+            await self.close(f"write failed: {exc}", setup=_HUNG_UP if hung_up else None)
+            error = ConnectionSetupError if self._setup_failed else ClientError
+            raise error(f"connection to {self.label} lost while sending: {exc}") from None
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
         reader = self._reader
         reason = "closed by the broker"
+        setup: str | None = None  # what went wrong, if it means "not set up right"
         try:
             while True:
                 size_bytes = await reader.readexactly(4)
+                if not self._in_use and _looks_like_tls(size_bytes):
+                    reason = setup = "answered with TLS records"
+                    break
                 (size,) = _INT32.unpack(size_bytes)
                 if size < 4 or size > self.max_response_size:
                     reason = f"response frame of impossible size {size}"
@@ -324,30 +357,48 @@ class BrokerConnection:
                         ClientError(f"bad response from {self.label}: {exc}")
                     )
                 else:
+                    self._in_use = self._in_use or pending.api_key != API_VERSIONS
                     pending.future.set_result(response)
         except asyncio.IncompleteReadError:
-            reason = "closed by the broker"
+            reason, setup = "closed by the broker", _HUNG_UP
         except OSError as exc:
             reason = f"read failed: {exc.strerror or exc}"
+            setup = _HUNG_UP if isinstance(exc, ConnectionResetError) else None
         except asyncio.CancelledError:
             return
         self._read_task = None  # we are that task: close() must not cancel us
-        await self.close(reason)
+        await self.close(reason, setup=setup)
 
     # -- teardown ------------------------------------------------------------------------------
 
-    async def close(self, reason: str | None = None) -> None:
-        """Close the socket; fail every request still waiting with ClientError."""
+    async def close(self, reason: str | None = None, *, setup: str | None = None) -> None:
+        """Close the socket; fail every request still waiting with ClientError.
+
+        ``setup`` says how the broker broke off ("closed the connection", "answered with TLS
+        records"): before the connection was in use, the waiting requests get
+        ConnectionSetupError naming it instead."""
         if self._closed and self._writer is None:
             return
         self._closed = True
         self._close_reason = self._close_reason or reason
+        pending, self._pending = self._pending, {}
+        # Only with a request waiting: an idle connection the broker closes (idle timeout)
+        # says nothing about its settings.
+        setup_failed = setup is not None and not self._in_use and bool(pending)
+        self._setup_failed = self._setup_failed or setup_failed
         if reason:
             log.debug("closing %s: %s", self, reason)
-        pending, self._pending = self._pending, {}
         message = f"connection to {self.label} closed" + (f": {reason}" if reason else "")
         for item in pending.values():
-            if not item.future.done():
+            if item.future.done():
+                continue
+            if setup_failed:
+                item.future.set_exception(
+                    ConnectionSetupError(
+                        f"{self.label} {setup} before answering {api_name(item.api_key)}"
+                    )
+                )
+            else:
                 item.future.set_exception(ClientError(message))
         task, self._read_task = self._read_task, None
         if task is not None and task is not asyncio.current_task():
@@ -359,3 +410,16 @@ class BrokerConnection:
             writer.close()
             with contextlib.suppress(OSError, RuntimeError):
                 await writer.wait_closed()
+
+
+def _looks_like_tls(size_bytes: bytes) -> bool:
+    """The first bytes of an answer are a TLS record header (an SSL listener's alert)."""
+    return size_bytes[0] in _TLS_RECORD_TYPES and size_bytes[1] == 3
+
+
+def _handshake_failure(exc: OSError) -> bool:
+    """A TLS handshake the peer broke off or answered with something else than TLS; an
+    untrusted certificate is not one (its own message says what is wrong)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return False
+    return isinstance(exc, (ssl.SSLError, ConnectionResetError, BrokenPipeError))

@@ -252,7 +252,7 @@ class KafkaClient(AsyncResource):
         if live:
             # Prefer real brokers over bootstrap placeholders, then the least loaded.
             return min(live, key=lambda c: (c.in_flight, c.node_id < 0))
-        errors: list[str] = []
+        errors: list[ClientError] = []
         candidates: list[tuple[int, str, int]] = [
             (b.node_id, b.host, b.port) for b in self._cluster.brokers.values()
         ]
@@ -261,9 +261,10 @@ class KafkaClient(AsyncResource):
             try:
                 return await self._connect(node_id, host, port)
             except ClientError as exc:
-                errors.append(str(exc))
+                errors.append(exc)
         raise NoBrokersAvailableError(
-            "no broker reachable: " + "; ".join(errors) if errors else "no broker known"
+            "no broker reachable: " + "; ".join(map(str, errors)) if errors else "no broker known",
+            tuple(errors),
         )
 
     def _forget_connection(self, node_id: int, connection: BrokerConnection) -> None:

@@ -7,7 +7,8 @@
   generated from Kafka's sources.
 * :class:`ClientError` is everything that is not a broker's answer: a refused connection, a
   request that timed out, no reachable broker, a response that cannot be decoded. Messages are one
-  line and name the broker and the operation.
+  line and name the broker and the operation. :class:`ConnectionSetupError` is the one that
+  usually means the client's ``security.protocol`` does not match the listener's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "ClientError",
+    "ConnectionSetupError",
     "ErrorCode",
     "KafkaError",
     "KafkaTimeoutError",
@@ -73,8 +75,23 @@ class KafkaTimeoutError(ClientError):
     """A request, a metadata wait or a record's delivery (``delivery.timeout.ms``) timed out."""
 
 
+class ConnectionSetupError(ClientError):
+    """The broker hung up before the connection was usable, or the TLS handshake failed.
+
+    "Before usable": before it answered any request but ApiVersions. A PLAINTEXT client on an
+    SSL listener is closed at its first request, on a SASL listener at its first request after
+    ApiVersions (Kafka's SaslServerAuthenticator does the same); an SSL client on a PLAINTEXT
+    listener loses its handshake. A caller can then suggest the security settings; a broker
+    that crashes at that very moment looks the same, so it is a likely cause, not a proof.
+    """
+
+
 class NoBrokersAvailableError(ClientError):
-    """None of the bootstrap servers or known brokers could be reached."""
+    """None of the bootstrap servers or known brokers could be reached (``causes``: why not)."""
+
+    def __init__(self, message: str, causes: tuple[ClientError, ...] = ()) -> None:
+        super().__init__(message)
+        self.causes = causes
 
 
 class TransactionError(KafkaError):

@@ -11,7 +11,11 @@ CLI, as Kafka's tools take one) or built directly:
   (without it, the system's); ``ssl.keystore.location`` (or ``ssl.certificate.location``
   and ``ssl.key.location``) with ``ssl.key.password``: a PEM client certificate and key for
   mutual TLS; ``ssl.endpoint.identification.algorithm`` empty turns host name checks off
-  (Kafka's default is ``https``: checked).
+  (Kafka's default is ``https``: checked); ``ssl.truststore.type`` / ``ssl.keystore.type``
+  may only say ``PEM`` (the files are read as PEM; JKS and PKCS12 stores are refused).
+
+:data:`SECURITY_KEYS` lists every key read here; any other key of a properties file has no
+effect on the connection (the CLI warns about those, config_names.py).
 
 A connection authenticates as Kafka's clients do (KIP-152): ApiVersions, then SaslHandshake
 v1 naming the mechanism, then SaslAuthenticate requests carrying the mechanism's tokens.
@@ -33,6 +37,25 @@ from dataclasses import dataclass, field
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = {"PLAIN": None, "SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Every key from_properties reads (test_command_config checks it against the code).
+SECURITY_KEYS = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.ca.location",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
 
 
 class SecurityConfigError(ValueError):
@@ -90,6 +113,10 @@ class ClientSecurity:
 
 
 def _ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    for key in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = props.get(key, "PEM").strip().upper()
+        if kind != "PEM":
+            raise SecurityConfigError(f"{key}={kind}: odradek reads PEM files only")
     cafile = props.get("ssl.truststore.location") or props.get("ssl.ca.location") or None
     try:
         context = ssl.create_default_context(cafile=cafile)
