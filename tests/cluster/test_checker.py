@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers.checker import History, Record, Write, check, unavailability
+from tests.helpers.checker import History, Readback, Record, Write, check, unavailability
 
 
 def _history(values: int = 4) -> tuple[History, list[Record]]:
@@ -47,6 +47,8 @@ def test_a_duplicate_is_reported() -> None:
     report = check(history, [*final, Record("t", 0, 4, b"v2")])
     assert not report.valid
     assert report.duplicates == {b"v2": 2}
+    assert report.duplicate_positions == {b"v2": [("t", 0, 2), ("t", 0, 4)]}
+    assert "duplicate: b'v2' x2 at t-0@2, t-0@4" in report.summary()
     assert not report.moved and not report.reordered
     # An earlier copy than the acknowledged one is a duplicate too, not a move.
     history.attempt(Write("p1", 4, "t", 0, b"v4"))
@@ -165,3 +167,17 @@ def test_an_acknowledgement_without_offset_only_needs_the_value_present() -> Non
     report = check(history, final)
     assert [r.value for r in report.lost] == [b"inferred"]
     assert report.lost_ranges() == {}
+
+
+def test_an_offset_delivered_again_is_one_record_of_the_log() -> None:
+    history, final = _history()
+    readback = Readback()
+    for record in [*final, final[1], final[2]]:  # a re-fetch from offset 1
+        readback.add(record)
+    assert readback.records == final
+    assert readback.again == [("t", 0, 1), ("t", 0, 2)]
+    assert check(history, readback.records).valid
+    # Another value at an offset already read is no redelivery: kept for the checker.
+    readback.add(Record("t", 0, 1, b"v2"))
+    assert readback.again == [("t", 0, 1), ("t", 0, 2)]
+    assert not check(history, readback.records).valid

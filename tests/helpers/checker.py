@@ -101,6 +101,9 @@ class Report:
     lost: list[Record] = field(default_factory=list)
     moved: list[tuple[Record, Record]] = field(default_factory=list)  # (acked, found)
     duplicates: dict[bytes, int] = field(default_factory=dict)
+    # Where the final log holds each duplicate (topic, partition, offset): their batches'
+    # producer epochs and sequences in the kept logs tell who wrote the second copy.
+    duplicate_positions: dict[bytes, list[Position]] = field(default_factory=dict)
     reordered: list[tuple[Record, Record]] = field(default_factory=list)
     phantoms: list[Record] = field(default_factory=list)
     dirty_reads: list[Record] = field(default_factory=list)
@@ -153,7 +156,8 @@ class Report:
         for acked, found in self.moved[:5]:
             lines.append(f"  moved: {acked} now at {found}")
         for value, count in list(self.duplicates.items())[:5]:
-            lines.append(f"  duplicate: {value!r} x{count}")
+            at = ", ".join(f"{t}-{p}@{o}" for t, p, o in self.duplicate_positions.get(value, []))
+            lines.append(f"  duplicate: {value!r} x{count}" + (f" at {at}" if at else ""))
         for first, second in self.reordered[:5]:
             lines.append(f"  reordered: {first} sent before {second}")
         for record in self.phantoms[:5]:
@@ -167,6 +171,30 @@ class Report:
         return "\n".join(lines)
 
 
+class Readback:
+    """The log as a consumer reads it back: one record per offset.
+
+    A consumer may deliver an offset again (librdkafka re-fetches from an earlier
+    position, e.g. after validating it against a new leader's epochs): that is the
+    reader's at-least-once, not a second copy in the log, so it is counted once (and
+    listed in ``again``). A different value at an offset already read is kept, so that
+    :func:`check` reports it.
+    """
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.again: list[Position] = []
+        self._seen: dict[Position, bytes | None] = {}
+
+    def add(self, record: Record) -> None:
+        position = (record.topic, record.partition, record.offset)
+        if position in self._seen and self._seen[position] == record.value:
+            self.again.append(position)
+            return
+        self._seen[position] = record.value
+        self.records.append(record)
+
+
 def check(
     history: History, final: list[Record], committed: list[Record] | None = None
 ) -> Report:
@@ -177,6 +205,10 @@ def check(
     )
     counts = Counter(record.value for record in final)
     report.duplicates = {value: n for value, n in counts.items() if n > 1}
+    for record in final:
+        if record.value in report.duplicates:
+            position = (record.topic, record.partition, record.offset)
+            report.duplicate_positions.setdefault(record.value, []).append(position)
     where: dict[bytes, Record] = {}
     at: dict[Position, bytes] = {}
     for record in final:

@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.checker import History, Record, Write
+from tests.helpers.checker import History, Readback, Record, Write
 from tests.helpers.cluster import SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 
 GID_BASE = 47000  # broker i runs as group GID_BASE + i
@@ -500,7 +500,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
             )
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        records: list[Record] = []
+        readback = Readback()
         position = {p: 0 for p in range(partitions)}
         deadline = time.monotonic() + timeout
         while any(position[p] < ends[p] for p in ends):
@@ -511,9 +511,15 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
                 continue
             p = msg.partition()
             if msg.offset() < ends[p]:
-                records.append(Record(msg.topic(), p, msg.offset(), msg.value()))
+                readback.add(Record(msg.topic(), p, msg.offset(), msg.value()))
             position[p] = max(position[p], msg.offset() + 1)
-        return records
+        if readback.again:
+            print(
+                f"final read: {len(readback.again)} offsets delivered again (counted once), "
+                f"first {readback.again[:5]}",
+                flush=True,
+            )
+        return readback.records
     finally:
         consumer.close()
 

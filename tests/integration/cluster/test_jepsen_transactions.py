@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import NewTopic
 
 from odradek.broker.group.partitioning import partition_for
-from tests.helpers.checker import History, Record, Write, check
+from tests.helpers.checker import History, Readback, Record, Write, check
 from tests.helpers.cluster import SESSION_TIMEOUT_MS
 from tests.helpers.faults import Fault, FaultyCluster, Firewall, Nemesis, nft_unusable_reason
 
@@ -257,7 +257,7 @@ def read_log(bootstrap: str, isolation: str, ends: dict[int, int], timeout: floa
     )
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
-        records: list[Record] = []
+        readback = Readback()  # an offset delivered again is still one record
         reached: dict[int, int] = {}
         deadline = time.monotonic() + timeout
         while any(reached.get(p, -1) < end for p, end in ends.items()):
@@ -270,8 +270,8 @@ def read_log(bootstrap: str, isolation: str, ends: dict[int, int], timeout: floa
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     reached[msg.partition()] = msg.offset()
                 continue
-            records.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.value()))
-        return records
+            readback.add(Record(msg.topic(), msg.partition(), msg.offset(), msg.value()))
+        return readback.records
     finally:
         consumer.close()
 
