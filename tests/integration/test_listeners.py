@@ -104,9 +104,12 @@ def test_find_coordinator_names_the_listener_it_came_in_on(
         raw = RawClient.__new__(RawClient)
         raw.sock, raw.correlation = socket.create_connection((host, port), timeout=30), 0
         try:
-            for _ in range(50):  # the first call creates __consumer_offsets
+            # The first call creates __consumer_offsets (50 partitions, fsynced): a loaded
+            # machine may take seconds, so wait on a deadline rather than a count.
+            deadline = time.monotonic() + 30
+            while True:
                 found: Any = raw.call(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
-                if found.error_code == 0:
+                if found.error_code == 0 or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
         finally:

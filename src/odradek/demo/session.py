@@ -52,11 +52,21 @@ def driver_host(master: str) -> str | None:
     return None
 
 
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 def build_spark(master: str, log_file: Path, app_name: str = "odradek-demo") -> SparkSession:
     """A session with the odradek format registered; workers use this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # py4j logs a connection error for each call cut short by Ctrl-C or a stopping JVM.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    # ...and a Ctrl-C landing inside a call with logging.exception() on the root logger, not
+    # its own: "ERROR:root:KeyboardInterrupt while sending command." and a traceback on the
+    # terminal (seen when the interrupt met the progress display's query polling).
+    root = logging.getLogger()
+    if _not_from_py4j not in root.filters:
+        root.addFilter(_not_from_py4j)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)

@@ -36,8 +36,19 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
         client.close()
 
 
-def _start_cluster(tmp_path: Path, zk_connect: str, **extra: str) -> list[BrokerProcess]:
-    return [zk_broker(tmp_path, zk_connect, i, extra).start() for i in BROKER_IDS]
+def _start_cluster(
+    zk: ZkClient, tmp_path: Path, zk_connect: str, **extra: str
+) -> list[BrokerProcess]:
+    brokers = [zk_broker(tmp_path, zk_connect, i, extra).start() for i in BROKER_IDS]
+    # A broker listens before it registers in /brokers/ids, and CreateTopics places replicas
+    # on the registered brokers only: a topic created the moment broker 3's port opens could
+    # find two brokers and be refused replication factor 3.
+    try:
+        wait_for(lambda: zk.get_broker_ids() == list(BROKER_IDS), 30, "three brokers registered")
+    except BaseException:
+        _stop_all(brokers)
+        raise
+    return brokers
 
 
 def _stop_all(brokers: list[BrokerProcess]) -> None:
@@ -131,7 +142,7 @@ def _segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
 def test_acks_all_records_are_on_every_replica(
     tmp_path: Path, zk_connect: str, zk: ZkClient
 ) -> None:
-    brokers = _start_cluster(tmp_path, zk_connect)
+    brokers = _start_cluster(zk, tmp_path, zk_connect)
     try:
         _create_topic(brokers, "r3", **{"min.insync.replicas": "2"})
         wait_for(lambda: len(_isr(zk, "r3")) == 3, 20, "ISR of three")
@@ -155,6 +166,7 @@ def test_stopped_followers_leave_the_isr_and_the_high_watermark_waits(
     tmp_path: Path, zk_connect: str, zk: ZkClient
 ) -> None:
     brokers = _start_cluster(
+        zk,
         tmp_path,
         zk_connect,
         **{"replica.lag.time.max.ms": "6000", "zookeeper.session.timeout.ms": "15000"},
@@ -199,7 +211,7 @@ def test_stopped_followers_leave_the_isr_and_the_high_watermark_waits(
 def test_leader_crash_loses_no_acknowledged_record(
     tmp_path: Path, zk_connect: str, zk: ZkClient
 ) -> None:
-    brokers = _start_cluster(tmp_path, zk_connect)
+    brokers = _start_cluster(zk, tmp_path, zk_connect)
     try:
         _create_topic(brokers, "crash", **{"min.insync.replicas": "2"})
         wait_for(lambda: len(_isr(zk, "crash")) == 3, 20, "ISR of three")
@@ -228,7 +240,7 @@ def test_a_diverged_log_is_truncated_by_leader_epoch(
 ) -> None:
     """KIP-101: a leader takes records its followers never got, then dies; once back as a
     follower it drops them (OffsetForLeaderEpoch) and ends byte-identical to the new leader."""
-    brokers = _start_cluster(tmp_path, zk_connect)
+    brokers = _start_cluster(zk, tmp_path, zk_connect)
     try:
         _create_topic(brokers, "kip101")
         wait_for(lambda: len(_isr(zk, "kip101")) == 3, 20, "ISR of three")

@@ -22,7 +22,7 @@ from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response
 from tests.broker.test_interbroker_handlers import build, partition_state
 from tests.helpers.broker import BrokerProcess
-from tests.helpers.cluster import zk_broker
+from tests.helpers.cluster import wait_for, zk_broker
 from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(120)]
@@ -43,6 +43,10 @@ def zk(zk_connect: str) -> Iterator[ZkClient]:
 def cluster(tmp_path: Path, zk_connect: str, zk: ZkClient) -> Iterator[list[BrokerProcess]]:
     brokers = [zk_broker(tmp_path, zk_connect, broker_id).start() for broker_id in (1, 2)]
     try:
+        # A broker listens before it registers in /brokers/ids, and CreateTopics places
+        # replicas on the registered brokers only: a request sent the moment broker 2's
+        # port opens could see one broker and refuse replication factor 2.
+        wait_for(lambda: zk.get_broker_ids() == [1, 2], 30, "both brokers registered")
         yield brokers
     finally:
         for broker in brokers:
