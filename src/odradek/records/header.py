@@ -185,6 +185,22 @@ def check_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader
         )
 
 
+_new_tuple = tuple.__new__
+
+
+def assigned(
+    header: BatchHeader, base_offset: int, partition_leader_epoch: int, max_timestamp: int
+) -> BatchHeader:
+    """``header`` with the fields a leader's append assigns: the same as
+    ``header._replace(base_offset=..., partition_leader_epoch=..., max_timestamp=...)``
+    in a third of its time (no keyword dict; this runs once per appended batch)."""
+    return _new_tuple(
+        BatchHeader,
+        (base_offset, header[1], partition_leader_epoch, *header[3:8], max_timestamp,
+         *header[9:]),
+    )  # fmt: skip
+
+
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite the base offset in place. The CRC does not cover it, so it stays valid."""
     _BASE_OFFSET.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
