@@ -79,6 +79,8 @@ def test_assigned_equals_replace_of_the_three_assigned_fields() -> None:
     assert type(got) is BatchHeader
     assert got == header._replace(base_offset=7, partition_leader_epoch=8, max_timestamp=9)
     real = parse_header(_batch())
+    assert type(real) is BatchHeader
+    assert (real.base_offset, real.producer_id, real.records_count) == (10, 3, 6)
     assert assigned(real, 2**40, 3, NOW + 99) == real._replace(
         base_offset=2**40, partition_leader_epoch=3, max_timestamp=NOW + 99
     )
