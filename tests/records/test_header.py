@@ -13,6 +13,8 @@ from odradek.records import Compression, CorruptRecordError, Record, build_batch
 from odradek.records.header import (
     ATTRIBUTES_POS,
     HEADER_SIZE,
+    BatchHeader,
+    assigned,
     check_crc,
     iter_headers,
     parse_header,
@@ -68,6 +70,20 @@ def test_set_base_offset_keeps_the_crc_valid() -> None:
     assert header.base_offset == 2**40 + 5
     assert [r.offset for r in decode_batch(raw).records] == list(range(2**40 + 5, 2**40 + 11))
     assert DefaultRecordBatch(bytes(raw)).validate_crc()
+
+
+def test_assigned_equals_replace_of_the_three_assigned_fields() -> None:
+    # Every field distinct, so a shifted slice would show.
+    header = BatchHeader(*range(100, 113))
+    got = assigned(header, 7, 8, 9)
+    assert type(got) is BatchHeader
+    assert got == header._replace(base_offset=7, partition_leader_epoch=8, max_timestamp=9)
+    real = parse_header(_batch())
+    assert type(real) is BatchHeader
+    assert (real.base_offset, real.producer_id, real.records_count) == (10, 3, 6)
+    assert assigned(real, 2**40, 3, NOW + 99) == real._replace(
+        base_offset=2**40, partition_leader_epoch=3, max_timestamp=NOW + 99
+    )
 
 
 def test_set_partition_leader_epoch_keeps_the_crc_valid() -> None:

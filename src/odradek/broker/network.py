@@ -483,7 +483,9 @@ class _Connection(asyncio.BufferedProtocol):
     def _charge(self, frames: list[memoryview | bytearray]) -> None:
         """Account the bytes this read completed, and reserve the frame it started."""
         pool = self._pool
-        completed = sum(len(frame) for frame in frames)
+        completed = 0
+        for frame in frames:  # usually one: a loop costs a quarter of sum() over a genexpr
+            completed += len(frame)
         if frames and self._reserved:
             completed -= self._reserved  # the first frame is the one reserved earlier
             self._reserved = 0

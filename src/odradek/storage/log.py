@@ -47,6 +47,7 @@ from odradek.records.header import (
     CRC_POS,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    assigned,
     check_crc,
     compute_crc,
     parse_header,
@@ -757,10 +758,7 @@ class Log:
                     _stamp_timestamp(buf, pos, header, log_append_time=False,
                                      max_timestamp=batch_max)  # fmt: skip
                 last = next_offset + header.last_offset_delta
-                header = header._replace(
-                    base_offset=next_offset, partition_leader_epoch=leader_epoch,
-                    max_timestamp=batch_max,
-                )  # fmt: skip
+                header = assigned(header, next_offset, leader_epoch, batch_max)
                 batch.header = header
                 entries.append((pos, header.size, next_offset, last, batch_max))
                 if batch_max > max_timestamp:

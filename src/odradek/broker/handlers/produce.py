@@ -146,14 +146,18 @@ def _fill(
 def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int:
     """Count the request's bytes against the client's producer_byte_rate; when over it,
     the throttle time to answer with, and the connection is muted that long (KIP-219)."""
-    size = sum(
-        len(p.records) for t in request.topic_data for p in t.partition_data if p.records
-    )
-    throttle_ms = server.client_quotas.record(
-        PRODUCER_BYTE_RATE, ctx.principal, ctx.header.client_id or "", size
-    )
-    if throttle_ms and ctx.mute is not None:
-        ctx.mute(throttle_ms)
+    quotas = server.client_quotas
+    throttle_ms = 0
+    # With no producer_byte_rate set anywhere record() counts nothing: skip the sum.
+    if quotas.enabled(PRODUCER_BYTE_RATE):
+        size = sum(
+            len(p.records) for t in request.topic_data for p in t.partition_data if p.records
+        )
+        throttle_ms = quotas.record(
+            PRODUCER_BYTE_RATE, ctx.principal, ctx.header.client_id or "", size
+        )
+        if throttle_ms and ctx.mute is not None:
+            ctx.mute(throttle_ms)
     # request_percentage (KIP-124): the larger of the two throttles is answered, as Kafka.
     return max(throttle_ms, server.request_quota.throttle_now(ctx))
 
