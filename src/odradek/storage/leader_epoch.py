@@ -13,9 +13,25 @@ On-disk format, file ``<partition dir>/leader-epoch-checkpoint`` (Kafka's text c
     0 0                 <- "<epoch> <start offset>", ascending in both
     3 1500
 
-The file is rewritten whole on every change: written to ``leader-epoch-checkpoint.tmp``,
-fsynced, renamed over the old one and the directory fsynced, so a crash leaves either the
-old or the new list, never a torn one.
+The file is rewritten whole on every change: written to ``leader-epoch-checkpoint.tmp``
+and renamed over the old one, so a process crash leaves either the old or the new list,
+never a torn one.
+
+When the rewrite is fsynced (file and directory) depends on the change:
+
+- truncations (``truncate_from_end``/``truncate_from_start``/``clear``) fsync at once;
+- ``assign`` from the append and become-leader paths passes ``sync=False``: the file is
+  replaced without fsync and the cache remembers it is unsynced, so that a leader change
+  costs each partition no fsync on the event loop. ``Log.flush`` calls :meth:`sync`
+  before it advances the recovery point, and ``Log.close`` before a clean shutdown, so
+  the file on disk always holds every entry of the data below the recovery point. After
+  a power cut the unsynced file may be the old one, empty or torn; the log's recovery
+  checks it against the batches and rebuilds it from their leader epochs when it does
+  not match (see ``Log._recover``).
+
+Kafka (3.8, KAFKA-16541) still fsyncs ``assign`` on the caller's thread and moves only
+the truncations' writes to its scheduler; odradek defers the assign's fsync instead and
+pays for it with that check on an unclean start.
 """
 
 from __future__ import annotations
@@ -93,6 +109,7 @@ class LeaderEpochFileCache:
         self._path_str = str(path)
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
+        self._unsynced = False  # the file was replaced without fsync since its last sync
         if load and self.path.exists():  # load=False: a new partition, nothing to read
             text = self.path.read_text(encoding="ascii", errors="replace")
             # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
@@ -182,8 +199,8 @@ class LeaderEpochFileCache:
         monotonicity (epoch >= the new one, or start offset >= the new one) are dropped
         first, as Kafka does when a new leader's epoch overrides a diverged tail.
         ``sync=False`` replaces the file without fsyncs (still atomic against a crash
-        of the process; after a power cut the file may be empty, which reads as no
-        entries).
+        of the process; after a power cut the file may be old, empty or torn) and leaves
+        the fsync to the next :meth:`sync` (the log's flush or close).
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
@@ -233,13 +250,38 @@ class LeaderEpochFileCache:
             self._entries.clear()
             self._persist_if_dir_exists()
 
+    def replace_entries(self, entries: list[tuple[int, int]]) -> None:
+        """Replace every entry (a rebuild from the log's batches) and fsync the file."""
+        with self._lock:
+            self._entries.clear()
+            for epoch, start_offset in entries:
+                self._assign_in_memory(epoch, start_offset)
+            self._persist()
+
     def flush(self) -> None:
-        """Write the current entries to disk (already done by every change)."""
+        """Write the current entries to disk and fsync them."""
         with self._lock:
             self._persist()
 
+    @property
+    def unsynced(self) -> bool:
+        """True while a change written with ``sync=False`` awaits :meth:`sync`."""
+        return self._unsynced
+
+    def sync(self) -> bool:
+        """fsync the entries if a change was written without fsync; True if it did.
+
+        Rewrites the file with fsyncs rather than fsyncing it in place: the unsynced
+        rename may not be on disk yet, and rewriting costs no more than the two fsyncs."""
+        with self._lock:
+            if not self._unsynced:
+                return False
+            self._persist()
+            return True
+
     def _persist(self, *, sync: bool = True) -> None:
         atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=sync)
+        self._unsynced = not sync
 
     def _persist_if_dir_exists(self) -> None:
         # Truncations can race with the partition being deleted; there is nothing to keep then.
