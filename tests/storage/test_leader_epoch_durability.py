@@ -1,9 +1,10 @@
 """When the leader-epoch checkpoint is fsynced, and what recovery does when it was not.
 
-The append paths (leader and follower) record a new epoch without fsync; the log's flush
-syncs the checkpoint before it advances the recovery point, and close syncs it before a
-clean shutdown. After a power cut the unsynced file may be old, empty, torn or missing:
-an unclean open rebuilds the entries from the batches' leader epochs.
+The append paths (leader and follower) record a new epoch in memory only; the log's flush
+writes and syncs the checkpoint before it advances the recovery point, and close before
+a clean shutdown. After a crash the file may be old, or after a power cut in the middle
+of a write empty, torn or missing: an unclean open rebuilds the entries from the
+batches' leader epochs.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_leader_append_of_a_new_epoch_does_not_fsync_and_flush_syncs_it_first(
     info = log.append_as_leader(make_batch([b"c"]), leader_epoch=3)  # a leader change
     assert fsyncs.calls == []
     assert log.leader_epoch_cache.entries == [(0, 0), (3, info.first_offset)]
-    assert on_disk(directory) == "0\n2\n0 0\n3 2\n"  # written (page cache), not fsynced
+    assert on_disk(directory) == "0\n1\n0 0\n"  # in memory only until the flush
     assert log.leader_epoch_cache.unsynced
     log.flush()
     # The checkpoint (its .tmp and the directory) is fsynced before the recovery point
@@ -74,6 +75,7 @@ def test_leader_append_of_a_new_epoch_does_not_fsync_and_flush_syncs_it_first(
     assert "t-0" in fsyncs.names()
     assert log.recovery_point == 3
     assert not log.leader_epoch_cache.unsynced
+    assert on_disk(directory) == "0\n2\n0 0\n3 2\n"
     fsyncs.calls.clear()
     log.append_as_leader(make_batch([b"d"]), leader_epoch=3)  # same epoch: no rewrite
     log.flush()
@@ -116,6 +118,7 @@ def test_empty_log_close_costs_no_checkpoint_fsync(
     log.flush()
     log.close()
     assert fsyncs.checkpoint_syncs() == []
+    assert on_disk(tmp_path / "t-0") == "0\n1\n5 0\n"  # written, kept over a restart
 
 
 def build_epochs(directory: Path) -> tuple[Log, int]:

@@ -838,8 +838,8 @@ class Log:
             last_offset = next_offset - 1
             self._write(buf, entries, max_timestamp, first_offset, last_offset, now_ms)
             if leader_epoch >= 0:
-                # No fsync here (the event loop appends): flush() syncs the checkpoint
-                # before the recovery point passes this batch, and recovery checks it.
+                # In memory only (the event loop appends): flush() writes and syncs the
+                # checkpoint before the recovery point passes this batch.
                 self.leader_epoch_cache.assign(leader_epoch, first_offset, sync=False)
             self._update_producer_state(buf, parsed, now_ms if log_append_time else -1)
             return AppendInfo(
@@ -1542,12 +1542,14 @@ class Log:
                 except OSError as exc:  # written again when the partition is hosted
                     logger.warning("%s: writing partition.metadata failed: %s",
                                    self.directory, exc)  # fmt: skip
-            if self._log_end_offset > self.log_start_offset:
-                try:  # a clean shutdown skips recovery: the entries must be on disk
+            try:  # a clean shutdown skips recovery: the entries must be on disk
+                if self._log_end_offset > self.log_start_offset:
                     self.leader_epoch_cache.sync()
-                except OSError as exc:
-                    logger.warning("%s: leader epoch checkpoint at close failed: %s",
-                                   self.directory, exc)  # fmt: skip
+                else:
+                    self.leader_epoch_cache.write_unsynced()
+            except OSError as exc:
+                logger.warning("%s: leader epoch checkpoint at close failed: %s",
+                               self.directory, exc)  # fmt: skip
             for segment in self._segments:
                 segment.close()
             self._remove_due_deletes(0, force=True)
