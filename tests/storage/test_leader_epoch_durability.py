@@ -82,6 +82,27 @@ def test_leader_append_of_a_new_epoch_does_not_fsync_and_flush_syncs_it_first(
     assert fsyncs.checkpoint_syncs() == []
 
 
+def test_the_flush_job_writes_new_entries_without_fsync_between_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    log.append_as_leader(make_batch([b"a"]), leader_epoch=0)
+    log.flush()
+    log.append_as_leader(make_batch([b"b"]), leader_epoch=2)
+    fsyncs = FsyncRecorder(monkeypatch, log)
+    assert not log.maybe_flush()  # flush.ms / flush.messages not due: no flush
+    assert on_disk(directory) == "0\n2\n0 0\n2 1\n"
+    assert fsyncs.calls == [] and log.recovery_point == 1
+    assert log.leader_epoch_cache.unsynced  # written, not synced: the flush still syncs
+    (directory / CHECKPOINT_FILE_NAME).write_text("0\n0\n")
+    assert not log.maybe_flush()
+    assert on_disk(directory) == "0\n0\n"  # nothing new since: not written again
+    log.flush()
+    assert [name for name, _ in fsyncs.checkpoint_syncs()] == [CHECKPOINT_FILE_NAME + ".tmp"]
+    assert on_disk(directory) == "0\n2\n0 0\n2 1\n"
+
+
 def test_follower_append_of_a_new_epoch_does_not_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,9 +24,11 @@ list, never a torn one. When that happens depends on the change:
   rename over an existing file, took ~0.4 ms on ext4 here; with its two fsyncs a few
   ms). ``Log.flush`` calls :meth:`sync` before it advances the recovery point, and
   ``Log.close`` before a clean shutdown, so the file on disk always holds every entry of
-  the data below the recovery point; what follows the recovery point is rebuilt from
-  the batches' leader epochs by the recovery after a crash, which also checks the
-  entries below it against the batches (see ``Log._check_epochs_below``).
+  the data below the recovery point (between flushes the flush job writes it without
+  fsync, :meth:`write_unsynced`, so that it follows leader changes); what follows the
+  recovery point is rebuilt from the batches' leader epochs by the recovery after a
+  crash, which also checks the entries below it against the batches (see
+  ``Log._check_epochs_below``).
 
 Kafka (3.8, KAFKA-16541) still fsyncs ``assign`` on the caller's thread and moves only
 the truncations' writes to its scheduler; odradek defers the assign's fsync instead and
@@ -109,6 +111,7 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._entries: list[tuple[int, int]] = []
         self._unsynced = False  # entries changed (sync=False) since the file was last synced
+        self._unwritten = False  # ... and since it was last written at all
         if load and self.path.exists():  # load=False: a new partition, nothing to read
             text = self.path.read_text(encoding="ascii", errors="replace")
             # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
@@ -207,7 +210,7 @@ class LeaderEpochFileCache:
                 if sync:
                     self._persist()
                 else:
-                    self._unsynced = True
+                    self._unsynced = self._unwritten = True
 
     def _assign_in_memory(self, epoch: int, start_offset: int) -> bool:
         if self._entries:
@@ -278,16 +281,23 @@ class LeaderEpochFileCache:
             self._persist()
             return True
 
-    def write_unsynced(self) -> None:
-        """Write pending entries without fsync (an empty log closing: its entries describe
-        no data, so they are kept over a restart but are not worth an fsync)."""
+    def write_unsynced(self) -> bool:
+        """Write entries changed since the last write, without fsync; True if it did.
+
+        The flush job does it between flushes, so the file of a running broker (read by
+        ``dump-log``) follows leader changes within a second; an empty log's close does
+        it too (its entries describe no data: kept over a restart, not worth an fsync).
+        The entries stay unsynced until :meth:`sync`."""
         with self._lock:
-            if self._unsynced:
-                atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=False)
+            if not self._unwritten:
+                return False
+            atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=False)
+            self._unwritten = False
+            return True
 
     def _persist(self) -> None:
         atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=True)
-        self._unsynced = False
+        self._unsynced = self._unwritten = False
 
     def _persist_if_dir_exists(self) -> None:
         # Truncations can race with the partition being deleted; there is nothing to keep then.

@@ -1292,8 +1292,15 @@ class Log:
                 or self._now_ms() - self._last_flush_ms >= self.config.flush_ms
             )
             up_to = None if due else self._segments[-1].base_offset
-            if not due and not self._rolled_unflushed:
-                return False
+            idle = not due and not self._rolled_unflushed
+            has_data = self._log_end_offset > self.log_start_offset
+        if idle:
+            if has_data:
+                # Off the event loop and the log's lock: the file follows leader changes
+                # between flushes (no fsync; the flush moving the recovery point syncs it).
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                    self.leader_epoch_cache.write_unsynced()
+            return False
         self.flush(up_to)
         return True
 
