@@ -9,6 +9,7 @@ batches' leader epochs.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def answers(log: Log) -> list[tuple[int, int]]:
     "damage", ["empty", "missing", "older", "torn", "kept", "nul"]
 )
 def test_power_cut_with_an_unsynced_checkpoint_rebuilds_epochs_from_batches(
-    tmp_path: Path, damage: str
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
     log, flushed = build_epochs(directory)
@@ -189,7 +190,10 @@ def test_power_cut_with_an_unsynced_checkpoint_rebuilds_epochs_from_batches(
     elif damage == "nul":
         path.write_bytes(b"\0" * 24)
     # A crash: the first Log is never closed, the recovery point is the last flushed one.
-    recovered = open_log(directory, recovery_point=flushed)
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+        recovered = open_log(directory, recovery_point=flushed)
+    rebuilt = "leader epoch checkpoint is stale" in caplog.text
+    assert rebuilt == (damage in ("empty", "missing", "older"))  # torn/nul: corrupt, full
     assert recovered.log_end_offset == leo
     assert recovered.leader_epoch_cache.entries == expected_entries
     assert answers(recovered) == expected_answers
