@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from odradek.records.header import iter_headers
 from odradek.storage.config import LogConfig
-from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME
+from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
 from odradek.storage.log import Log
 from tests.storage.conftest import FakeClock, make_batch
 
@@ -229,3 +230,32 @@ def test_a_rebuild_is_written_with_fsync_and_a_clean_reopen_reads_it(tmp_path: P
                      segment_sizes=recovered.segment_sizes())  # fmt: skip
     assert again.leader_epoch_cache.entries == expected
     del log
+
+
+def test_sync_fsyncs_outside_the_lock_appends_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append recording an epoch while the flush thread fsyncs the checkpoint does not
+    wait for the disk, and its entry is not lost to the sync that was under way."""
+    cache = LeaderEpochFileCache(tmp_path / CHECKPOINT_FILE_NAME)
+    cache.assign(1, 0, sync=False)
+    real = os.fsync
+    during: list[bool] = []
+
+    def fsync(fd: int) -> None:
+        if not during:
+            worker = threading.Thread(target=cache.assign, args=(2, 10), kwargs={"sync": False})
+            worker.start()
+            worker.join(timeout=10)
+            during.append(not worker.is_alive())
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert cache.sync()
+    assert during == [True]  # the assign finished while the sync was in its fsync
+    assert cache.entries == [(1, 0), (2, 10)]
+    assert cache.unsynced  # the file holds the copy taken before the assign
+    assert (tmp_path / CHECKPOINT_FILE_NAME).read_text() == "0\n1\n1 0\n"
+    assert cache.sync()
+    assert not cache.unsynced
+    assert (tmp_path / CHECKPOINT_FILE_NAME).read_text() == "0\n2\n1 0\n2 10\n"

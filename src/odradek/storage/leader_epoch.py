@@ -109,7 +109,13 @@ class LeaderEpochFileCache:
         self._path = path if isinstance(path, Path) else None
         self._path_str = str(path)
         self._lock = threading.RLock()
+        # Held by whoever writes the file, taken before _lock: sync() writes and fsyncs a
+        # copy of the entries outside _lock (appends on the event loop take _lock and must
+        # not wait for the disk), and writers in turn must not put an older copy over a
+        # newer one.
+        self._write_lock = threading.Lock()
         self._entries: list[tuple[int, int]] = []
+        self._changes = 0  # counts changes of _entries: a write outside _lock checks it
         self._unsynced = False  # entries changed (sync=False) since the file was last synced
         self._unwritten = False  # ... and since it was last written at all
         if load and self.path.exists():  # load=False: a new partition, nothing to read
@@ -205,12 +211,14 @@ class LeaderEpochFileCache:
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
-        with self._lock:
-            if self._assign_in_memory(epoch, start_offset):
-                if sync:
-                    self._persist()
-                else:
+        if not sync:
+            with self._lock:
+                if self._assign_in_memory(epoch, start_offset):
                     self._unsynced = self._unwritten = True
+            return
+        with self._write_lock, self._lock:
+            if self._assign_in_memory(epoch, start_offset):
+                self._persist()
 
     def _assign_in_memory(self, epoch: int, start_offset: int) -> bool:
         if self._entries:
@@ -222,15 +230,17 @@ class LeaderEpochFileCache:
         ):
             self._entries.pop()
         self._entries.append((epoch, start_offset))
+        self._changes += 1
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop the entries starting at or after ``end_offset`` (log truncated to it)."""
-        with self._lock:
+        with self._write_lock, self._lock:
             if end_offset < 0 or not self._entries or self._entries[-1][1] < end_offset:
                 return
             while self._entries and self._entries[-1][1] >= end_offset:
                 self._entries.pop()
+            self._changes += 1
             self._persist_if_dir_exists()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -239,32 +249,35 @@ class LeaderEpochFileCache:
         The epoch that covers ``start_offset`` is kept with its start moved up to it, so
         ``truncate_from_start(6)`` keeps an entry at offset 6.
         """
-        with self._lock:
+        with self._write_lock, self._lock:
             removed: tuple[int, int] | None = None
             while self._entries and self._entries[0][1] <= start_offset:
                 removed = self._entries.pop(0)
             if removed is None:
                 return
             self._entries.insert(0, (removed[0], start_offset))
+            self._changes += 1
             self._persist_if_dir_exists()
 
     def clear(self) -> None:
         """Delete all entries (and persist the empty list)."""
-        with self._lock:
+        with self._write_lock, self._lock:
             self._entries.clear()
+            self._changes += 1
             self._persist_if_dir_exists()
 
     def replace_entries(self, entries: list[tuple[int, int]]) -> None:
         """Replace every entry (a rebuild from the log's batches) and fsync the file."""
-        with self._lock:
+        with self._write_lock, self._lock:
             self._entries.clear()
+            self._changes += 1
             for epoch, start_offset in entries:
                 self._assign_in_memory(epoch, start_offset)
             self._persist()
 
     def flush(self) -> None:
         """Write the current entries to disk and fsync them."""
-        with self._lock:
+        with self._write_lock, self._lock:
             self._persist()
 
     @property
@@ -274,12 +287,8 @@ class LeaderEpochFileCache:
 
     def sync(self) -> bool:
         """Write and fsync the entries if a change was made with ``sync=False``; True if
-        it did."""
-        with self._lock:
-            if not self._unsynced:
-                return False
-            self._persist()
-            return True
+        it did. The fsyncs run outside the lock that ``assign`` and the queries take."""
+        return self._write_copy(sync=True)
 
     def write_unsynced(self) -> bool:
         """Write entries changed since the last write, without fsync; True if it did.
@@ -288,11 +297,21 @@ class LeaderEpochFileCache:
         ``dump-log``) follows leader changes within a second; an empty log's close does
         it too (its entries describe no data: kept over a restart, not worth an fsync).
         The entries stay unsynced until :meth:`sync`."""
-        with self._lock:
-            if not self._unwritten:
-                return False
-            atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=False)
-            self._unwritten = False
+        return self._write_copy(sync=False)
+
+    def _write_copy(self, *, sync: bool) -> bool:
+        with self._write_lock:
+            with self._lock:
+                if not (self._unsynced if sync else self._unwritten):
+                    return False
+                data = format_epoch_checkpoint(self._entries)
+                changes = self._changes
+            atomic_write(self.path, data, sync=sync)
+            with self._lock:
+                if self._changes == changes:  # else changed meanwhile: still to write
+                    self._unwritten = False
+                    if sync:
+                        self._unsynced = False
             return True
 
     def _persist(self) -> None:
