@@ -18,6 +18,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import ReplicaStates, Role
 from odradek.broker.replica_manager import NOT_LEADER_OR_FOLLOWER, ReplicaManager
 from odradek.protocol import interbroker
+from odradek.storage import checkpoint as checkpoint_module
 from odradek.storage.config import LogConfig
 from odradek.storage.log_manager import LogManager
 from tests.storage.conftest import make_batch
@@ -398,3 +399,27 @@ def test_leader_and_isr_for_many_partitions_reads_each_topic_config_once(tmp_pat
     )
     assert partition_errors(response) == [(60, ErrorCode.kafka_storage_error)]
     assert handlers.replica_manager.partition("t", 60) is None
+
+
+def test_becoming_leader_of_a_non_empty_log_costs_no_checkpoint_write(
+    broker: InterBrokerHandlers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler runs on the event loop, once per partition of the request: the new
+    epoch's entry stays in memory until the log's flush writes and syncs it."""
+    run(broker.handle_leader_and_isr(None, leader_and_isr([partition_state(0, ME, 0, [ME, 2])])))
+    appended = broker.replica_manager.append("t", 0, make_batch([b"a"]), required_acks=1)
+    assert appended.error_code == 0
+    log_ = broker.replica_manager.partition("t", 0).log  # type: ignore[union-attr]
+    log_.flush()
+    checkpoint = log_.directory / "leader-epoch-checkpoint"
+    before = checkpoint.read_text()
+    writes: list[object] = []
+    monkeypatch.setattr(checkpoint_module.os, "fsync", lambda fd: writes.append(fd))
+    request = leader_and_isr([partition_state(0, ME, 3, [ME, 2])], controller_epoch=2)
+    response = run(broker.handle_leader_and_isr(None, request))
+    assert partition_errors(response) == [(0, ErrorCode.none)]
+    assert log_.leader_epoch_cache.entries == [(0, 0), (3, 1)]
+    assert writes == [] and checkpoint.read_text() == before
+    monkeypatch.undo()
+    log_.flush()
+    assert checkpoint.read_text() == "0\n2\n0 0\n3 1\n"

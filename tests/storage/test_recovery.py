@@ -285,7 +285,7 @@ def test_aborted_transactions_and_epochs_are_rebuilt(tmp_path: Path) -> None:
     ]
     for path in directory.glob("*.txnindex"):
         path.unlink()
-    (directory / "leader-epoch-checkpoint").unlink()
+    (directory / "leader-epoch-checkpoint").unlink(missing_ok=True)  # (not flushed yet)
     for path in directory.glob("*.snapshot"):
         path.unlink()
     recovered = reopen(directory, recovery_point=0)

@@ -537,9 +537,10 @@ class Log:
             epoch = header.partition_leader_epoch
             latest = cache.latest_epoch()
             if epoch >= 0 and (latest is None or epoch > latest):
-                cache.assign(epoch, header.base_offset)
+                cache.assign(epoch, header.base_offset, sync=False)  # synced by a flush
 
         cache.truncate_from_end(recover_from)
+        self._check_epochs_below(recover_from)
         index = start
         to_recover = len(self._segments) - start
         while index < len(self._segments):
@@ -575,6 +576,72 @@ class Log:
         self._log_end_offset = max(last.read_next_offset(), last.base_offset)
         self._dir_dirty = True
         return recover_from
+
+    def _check_epochs_below(self, recover_from: int) -> None:
+        """Rebuild the epoch cache from the batches below ``recover_from`` unless it
+        covers the last of them with its epoch.
+
+        Entries are written without fsync on the append path and synced before the
+        recovery point passes them, so after a process crash the checkpoint holds every
+        entry below it; after a power cut the unsynced file may instead be the synced
+        one (as good), empty or torn (a torn one fails to parse: full recovery). An empty
+        or otherwise stale file is caught here by one batch's epoch and rebuilt by a scan
+        of the batch headers (no record is read)."""
+        if recover_from <= self._segments[0].base_offset:
+            return  # nothing below (a full recovery rebuilds every entry from the batches)
+        try:
+            last = self._last_header_below(recover_from)
+            if last is None or last.partition_leader_epoch < 0:
+                return
+            found = self.leader_epoch_cache.epoch_for_offset(last.base_offset)
+            if found == last.partition_leader_epoch:
+                return
+            why = f"offset {last.base_offset} has epoch {last.partition_leader_epoch}, " \
+                  f"the checkpoint says {found}"  # fmt: skip
+        except (StorageError, CorruptIndexError, OSError) as exc:
+            why = f"cannot check it: {exc}"
+        logger.warning(
+            "%s: leader epoch checkpoint is stale (%s); rebuilding it from the batches "
+            "below offset %d", self.directory.name, why, recover_from,
+        )  # fmt: skip
+        self.leader_epoch_cache.replace_entries(self._epochs_of_batches_below(recover_from))
+
+    def _last_header_below(self, offset: int) -> BatchHeader | None:
+        """The header of the last batch based below ``offset`` (data trusted there)."""
+        index = bisect.bisect_right(self._bases, offset - 1) - 1
+        while index >= 0:
+            segment = self._segments[index]
+            # The index below the recovery point is trusted, as segment.recover does.
+            segment.offset_index.sanity_check()
+            _, position = segment.offset_index.lookup(offset - 1)
+            last: BatchHeader | None = None
+            for _pos, header in segment.iter_batches(position):
+                if header.base_offset >= offset:
+                    break
+                last = header
+                if header.next_offset >= offset:
+                    break  # the bytes after it are not trusted yet
+            if last is not None:
+                return last
+            index -= 1  # a segment emptied below the offset (compaction): look earlier
+        return None
+
+    def _epochs_of_batches_below(self, offset: int) -> list[tuple[int, int]]:
+        """``(epoch, start offset)`` of every epoch change among the batches below
+        ``offset``, from their headers."""
+        entries: list[tuple[int, int]] = []
+        for segment in self._segments:
+            if segment.base_offset >= offset:
+                break
+            for _pos, header in segment.iter_batches():
+                if header.base_offset >= offset:
+                    break
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and (not entries or epoch > entries[-1][0]):
+                    entries.append((epoch, header.base_offset))
+                if header.next_offset >= offset:
+                    break  # the bytes after it are not trusted yet
+        return entries
 
     def _iter_batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """Every batch whose last offset is >= ``offset``, across segments."""
@@ -769,7 +836,9 @@ class Log:
             last_offset = next_offset - 1
             self._write(buf, entries, max_timestamp, first_offset, last_offset, now_ms)
             if leader_epoch >= 0:
-                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+                # In memory only (the event loop appends): flush() writes and syncs the
+                # checkpoint before the recovery point passes this batch.
+                self.leader_epoch_cache.assign(leader_epoch, first_offset, sync=False)
             self._update_producer_state(buf, parsed, now_ms if log_append_time else -1)
             return AppendInfo(
                 first_offset=first_offset,
@@ -830,7 +899,7 @@ class Log:
             for batch in parsed:
                 epoch = batch.header.partition_leader_epoch
                 if epoch >= 0:
-                    self.leader_epoch_cache.assign(epoch, batch.header.base_offset)
+                    self.leader_epoch_cache.assign(epoch, batch.header.base_offset, sync=False)
             self._update_producer_state(buf, parsed, -1)
             return AppendInfo(
                 first_offset=first_offset,
@@ -1194,6 +1263,14 @@ class Log:
                 _fsync_dir(self.directory)
         except FileNotFoundError:
             return  # the log was deleted meanwhile
+        if self._log_end_offset > self.log_start_offset:
+            # Entries appended without fsync become durable before the recovery point
+            # passes their data: recovery trusts the checkpoint below it (see _recover).
+            # An empty log's entries need none (nothing an epoch could be asked about).
+            try:
+                self.leader_epoch_cache.sync()
+            except FileNotFoundError:
+                return  # the log was deleted meanwhile
         if flush_stats.observer is not None and (segments or dir_dirty):
             flush_stats.observer(time.monotonic() - started)
         with self._lock:
@@ -1213,8 +1290,15 @@ class Log:
                 or self._now_ms() - self._last_flush_ms >= self.config.flush_ms
             )
             up_to = None if due else self._segments[-1].base_offset
-            if not due and not self._rolled_unflushed:
-                return False
+            idle = not due and not self._rolled_unflushed
+            has_data = self._log_end_offset > self.log_start_offset
+        if idle:
+            if has_data:
+                # Off the event loop and the log's lock: the file follows leader changes
+                # between flushes (no fsync; the flush moving the recovery point syncs it).
+                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                    self.leader_epoch_cache.write_unsynced()
+            return False
         self.flush(up_to)
         return True
 
@@ -1463,6 +1547,14 @@ class Log:
                 except OSError as exc:  # written again when the partition is hosted
                     logger.warning("%s: writing partition.metadata failed: %s",
                                    self.directory, exc)  # fmt: skip
+            try:  # a clean shutdown skips recovery: the entries must be on disk
+                if self._log_end_offset > self.log_start_offset:
+                    self.leader_epoch_cache.sync()
+                else:
+                    self.leader_epoch_cache.write_unsynced()
+            except OSError as exc:
+                logger.warning("%s: leader epoch checkpoint at close failed: %s",
+                               self.directory, exc)  # fmt: skip
             for segment in self._segments:
                 segment.close()
             self._remove_due_deletes(0, force=True)

@@ -231,14 +231,13 @@ class InterBrokerHandlers:
                 )
                 # The new epoch starts at the log end (Kafka's makeLeader), so followers
                 # truncating by leader epoch find where this leader's writes begin.
-                # An empty log's entry needs no fsync: lost in a crash, the empty log
-                # has nothing an epoch could be asked about, and its first append
-                # records the epoch again (Kafka too writes it without fsync).
+                # Written without fsync (this runs on the event loop, once per partition
+                # of the request): the log's next flush syncs it before the recovery
+                # point passes data of this epoch, and recovery after a power cut
+                # rebuilds entries from the batches (see leader_epoch.py). An entry with
+                # no batch behind it yet describes nothing a follower could ask about.
                 log_ = partition.log
-                log_.leader_epoch_cache.assign(
-                    requested, log_.log_end_offset,
-                    sync=log_.log_end_offset > log_.log_start_offset,
-                )  # fmt: skip
+                log_.leader_epoch_cache.assign(requested, log_.log_end_offset, sync=False)
                 role = Role.LEADER
             else:
                 self.replica_manager.become_follower(
