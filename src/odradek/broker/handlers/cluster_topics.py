@@ -30,7 +30,6 @@ from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries, framed
 from odradek.broker.metadata_cache import MetadataCache, PartitionInfo
 from odradek.broker.partition import NO_LEADER
 from odradek.broker.security.metadata_access import (
-    TOPIC_DENIED,
     MetadataAccess,
     describe_cluster_operations,
 )
@@ -151,20 +150,16 @@ class ClusterTopicHandlers:
         live = frozenset(b.broker_id for b in cache.live_brokers())
         layout = topic_layout(version)
         topics = []
-        refused = []
         for count, name in enumerate(names, 1):
             if count % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            if not access.describes(name):
-                if not every_topic:
-                    refused.append(name)
+            if not access.answers(name, every_topic):
                 continue
             state = cache.partition_map(name)
             if state is None:
                 code = ErrorCode.unknown_topic_or_partition
                 if auto_create:
-                    if not access.may_create(name):
-                        refused.append(name)
+                    if not access.may_auto_create(name):
                         continue
                     code = await self._auto_create(name)
                 topics.append(encode_topic(version, code, name, None, False, (),
@@ -179,7 +174,7 @@ class ClusterTopicHandlers:
             if access.topic_operations_asked:
                 entry = with_authorized_operations(version, entry, access.topic_operations(name))
             topics.append(entry)
-        topics.extend(encode_topic(version, TOPIC_DENIED, n, None, False, ()) for n in refused)
+        topics.extend(access.refused_entries(version))
         return encode_metadata_body(
             version,
             brokers=self._brokers_on(listener),

@@ -11,7 +11,6 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.handlers.common import YIELD_EVERY, error_code, respond
 from odradek.broker.metadata_answers import framed
 from odradek.broker.security.metadata_access import (
-    TOPIC_DENIED,
     MetadataAccess,
     describe_cluster_operations,
 )
@@ -114,20 +113,16 @@ async def _encoded_answer(
     layout = topic_layout(version)
     kept = entries.kept
     topics = []
-    refused = []
     # The loop costs about a microsecond per kept topic: it yields to the event loop
     # every YIELD_EVERY topics (a Ticker's coroutine per topic would cost a third more).
     for count, name in enumerate(names, 1):
         if count % YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        if not access.describes(name):
-            if not every_topic:
-                refused.append(name)
+        if not access.answers(name, every_topic):
             continue
         topic = present.get(name)
         if topic is None and auto_create:
-            if not access.may_create(name):
-                refused.append(name)
+            if not access.may_auto_create(name):
                 continue
             try:
                 server.topics.create_topic(name)
@@ -147,7 +142,7 @@ async def _encoded_answer(
         if access.topic_operations_asked:
             entry = with_authorized_operations(version, entry, access.topic_operations(name))
         topics.append(entry)
-    topics.extend(encode_topic(version, TOPIC_DENIED, name, None, False, ()) for name in refused)
+    topics.extend(access.refused_entries(version))
     return encode_metadata_body(
         version,
         brokers=endpoints,

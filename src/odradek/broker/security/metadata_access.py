@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.security.acl import Operation
 from odradek.broker.security.enforcement import Check
+from odradek.protocol.metadata_encoder import encode_topic
 
 __all__ = [
     "NOT_REQUESTED",
@@ -72,6 +73,8 @@ class MetadataAccess:
     topic_operations_asked: bool = False
     cluster_operations_asked: bool = False
     _may_create_any: bool | None = field(default=None, repr=False)
+    # Named topics answered TOPIC_AUTHORIZATION_FAILED, in the order asked (after the rest).
+    refused: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, ctx: Any, request: Any, version: int) -> MetadataAccess:
@@ -92,17 +95,31 @@ class MetadataAccess:
         authorizer = check.authorizer
         return (*asked, check.principal, check.host, authorizer.generation, authorizer.settings)
 
-    def describes(self, name: str) -> bool:
-        return self.check is None or self.check.topic(Operation.DESCRIBE, name)
+    def answers(self, name: str, every_topic: bool) -> bool:
+        """Whether ``name`` is answered: without Describe it is left out of an answer for
+        every topic, and refused when named."""
+        if self.check is None or self.check.topic(Operation.DESCRIBE, name):
+            return True
+        if not every_topic:
+            self.refused.append(name)
+        return False
 
-    def may_create(self, name: str) -> bool:
-        """Whether auto-creating ``name`` is allowed: Create on the cluster, else on it."""
+    def may_auto_create(self, name: str) -> bool:
+        """Whether the missing topic ``name`` may be auto-created (Create on the cluster,
+        else on it); if not, it is refused."""
         check = self.check
         if check is None:
             return True
         if self._may_create_any is None:
             self._may_create_any = check.cluster(Operation.CREATE)
-        return self._may_create_any or check.topic(Operation.CREATE, name)
+        if self._may_create_any or check.topic(Operation.CREATE, name):
+            return True
+        self.refused.append(name)
+        return False
+
+    def refused_entries(self, version: int) -> list[bytes]:
+        """The encoded entries of the refused topics (no id, no partitions)."""
+        return [encode_topic(version, TOPIC_DENIED, n, None, False, ()) for n in self.refused]
 
     def topic_operations(self, name: str) -> int:
         """The ``topic_authorized_operations`` of an answered topic."""
