@@ -390,17 +390,7 @@ class KafkaServer:
             store = LocalAclStore(self.data_dir)
         self.authorizer = AclAuthorizer(store, settings)
         await asyncio.to_thread(self.authorizer.start)
-        self._enforcer = Enforcer(
-            self.authorizer,
-            ACL_RULES,
-            self._topic_exists,
-            bool(self.config.get("auto.create.topics.enable")),
-        )
-
-    def _topic_exists(self, topic: str) -> bool:
-        if self.cluster_parts is not None:
-            return self.cluster_parts.metadata_cache.contains(topic)
-        return self.metadata.topic(topic) is not None
+        self._enforcer = Enforcer(self.authorizer, ACL_RULES)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (salted and hashed), for SASL/SCRAM."""

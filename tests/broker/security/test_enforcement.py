@@ -51,8 +51,7 @@ def enforcer(tmp_path: Path) -> Enforcer:
             allow(ResourceType.TRANSACTIONAL_ID, "tx", Operation.WRITE),
         ]
     )
-    existing = {"ok", "no"}
-    return Enforcer(authorizer, RULES, existing.__contains__, auto_create_topics=True)
+    return Enforcer(authorizer, RULES)
 
 
 class Handler:
@@ -257,7 +256,7 @@ def test_idempotent_init_producer_id_needs_write_somewhere(
     assert run(enforcer, 22, 4, request, Handler("served")) == "served"  # Write on "ok"
     nobody = AclAuthorizer(LocalAclStore(tmp_path / "empty"), AuthorizerSettings(frozenset()))
     nobody.start()
-    strict = Enforcer(nobody, RULES, lambda _t: True, auto_create_topics=False)
+    strict = Enforcer(nobody, RULES)
     refused = run(strict, 22, 4, request, Handler("served"))
     assert refused.error_code == ErrorCode.cluster_authorization_failed
 

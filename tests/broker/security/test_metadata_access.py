@@ -118,11 +118,13 @@ ACLS = [
 # --- the path this replaced, kept here to compare with ---------------------------------
 
 
-def old_rule(check: Check, request: Any, _version: int) -> Decision | None:
-    """api_rules.metadata as it was: hide (every topic) or refuse (named) topics."""
+def old_rule(check: Check, request: Any, _version: int, *, topic_exists: Any,
+             auto_create_topics: bool) -> Decision | None:  # fmt: skip
+    """api_rules.metadata as it was: hide (every topic) or refuse (named) topics (the
+    enforcer's Check then carried ``topic_exists`` and ``auto_create_topics``)."""
     if request.topics is None:
         return Decision(keep=("topics", lambda t: check.topic(Op.DESCRIBE, str(t.name))))
-    auto_create = check.auto_create_topics and bool(
+    auto_create = auto_create_topics and bool(
         getattr(request, "allow_auto_topic_creation", True)
     )
     may_create_any = auto_create and check.cluster(Op.CREATE)
@@ -130,7 +132,7 @@ def old_rule(check: Check, request: Any, _version: int) -> Decision | None:
     for element in request.topics:
         name = str(element.name)
         if not check.topic(Op.DESCRIBE, name) or (
-            auto_create and not may_create_any and not check.topic_exists(name)
+            auto_create and not may_create_any and not topic_exists(name)
             and not check.topic(Op.CREATE, name)
         ):  # fmt: skip
             codes.append(int(DENIED))
@@ -250,10 +252,11 @@ def decoded(version: int, answer: Any) -> Any:
 def ask(world: Any, srv: Any, version: int, principal: str, req: Any, *, old: bool = False,
         authorizer: AclAuthorizer | None = None) -> Any:  # fmt: skip
     """One Metadata request through the enforcer, as the broker dispatches it."""
-    rules = {**RULES, 3: old_rule} if old else RULES
     auto = bool(srv.config.get("auto.create.topics.enable"))
     exists = lambda name: srv.metadata.topic(name) is not None  # noqa: E731
-    enforcer = Enforcer(authorizer or world.authorizer, rules, exists, auto)
+    rule = partial(old_rule, topic_exists=exists, auto_create_topics=auto)
+    rules = {**RULES, 3: rule} if old else RULES
+    enforcer = Enforcer(authorizer or world.authorizer, rules)
     handler = partial(old_handler if old else metadata_handler.handle_metadata, srv)
     return decoded(version, asyncio.run(enforcer.handle(ctx(version, principal), req, handler)))
 
@@ -421,7 +424,7 @@ def test_cluster_handler_filters_refuses_and_reports_operations(world: Any) -> N
     h = ClusterTopicHandlers(1, "cid", None, cache, settings.__getitem__, lambda _c: None)  # type: ignore[arg-type]
 
     def go(principal: str, req: Any, version: int = 10) -> Any:
-        enforcer = Enforcer(world.authorizer, RULES, cache.contains, False)
+        enforcer = Enforcer(world.authorizer, RULES)
         return decoded(version, asyncio.run(enforcer.handle(ctx(version, principal), req,
                                                             h.handle_metadata)))  # fmt: skip
 

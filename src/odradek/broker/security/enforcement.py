@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.network import DeferredResponse, RequestContext, ResponseValues
@@ -60,14 +60,11 @@ class Decision:
 
 @dataclass(slots=True)
 class Check:
-    """One request's principal and host before the authorizer, plus what the rules need
-    to know about the broker (whether a topic exists, whether Metadata auto-creates)."""
+    """One request's principal and host before the authorizer."""
 
     authorizer: AclAuthorizer
     principal: str
     host: str
-    topic_exists: Callable[[str], bool] = field(default=lambda _name: True)
-    auto_create_topics: bool = False
 
     def allows(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
@@ -95,22 +92,12 @@ class Enforcer:
     """Wraps the broker's dispatch: rules by API key; APIs without one pass unchecked
     (ApiVersions, SASL, DescribeCluster)."""
 
-    def __init__(
-        self,
-        authorizer: AclAuthorizer,
-        rules: dict[int, Rule],
-        topic_exists: Callable[[str], bool],
-        auto_create_topics: bool,
-    ) -> None:
+    def __init__(self, authorizer: AclAuthorizer, rules: dict[int, Rule]) -> None:
         self.authorizer = authorizer
         self.rules = rules
-        self._topic_exists = topic_exists
-        self._auto_create = auto_create_topics
 
     def check_for(self, ctx: RequestContext) -> Check:
-        return Check(
-            self.authorizer, ctx.principal, ctx.client_host, self._topic_exists, self._auto_create
-        )
+        return Check(self.authorizer, ctx.principal, ctx.client_host)
 
     async def handle(self, ctx: RequestContext, request: Any, handler: Handler) -> Any:
         check = self.check_for(ctx)
