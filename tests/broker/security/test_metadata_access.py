@@ -47,7 +47,7 @@ from odradek.cluster.local_store import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo, MetadataError, validate_topic_name
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import decode_response, encode_response_body
-from tests.broker.test_metadata_topic_entries import state, update
+from tests.broker.test_metadata_topic_entries import kio_embedded_topic, state, update
 
 ALICE, BOB, ADMIN, EVE = "User:alice", "User:bob", "User:admin", "User:eve"
 HOST = "127.0.0.1"
@@ -155,7 +155,7 @@ async def old_handler(server: Any, ctx: Any, request: Any) -> Any:
             except MetadataError as exc:
                 topics.append({"name": name, "error_code": ErrorCode[exc.error_name.lower()]})
                 continue
-        topics.append(kio_topic(server, name))
+        topics.append(kio_embedded_topic(server, name))
     brokers = metadata_handler._endpoints(server, ctx)
     return ResponseValues({
         "throttle_time": 0,
@@ -165,21 +165,6 @@ async def old_handler(server: Any, ctx: Any, request: Any) -> Any:
         "topics": topics,
         "cluster_authorized_operations": NOT_REQUESTED,
     })  # fmt: skip
-
-
-def kio_topic(server: Any, name: str) -> dict[str, Any]:
-    topic = server.metadata.topic(name)
-    if topic is None:
-        return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "partitions": []}
-    partitions = [
-        {"error_code": ErrorCode.none, "partition_index": i, "leader_id": a.leader,
-         "leader_epoch": a.leader_epoch, "replica_nodes": a.replicas,
-         "isr_nodes": a.isr or a.replicas, "offline_replicas": []}
-        for i, a in sorted(topic.partitions.items())
-    ]  # fmt: skip
-    return {"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
-            "is_internal": topic.is_internal, "partitions": partitions,
-            "topic_authorized_operations": NOT_REQUESTED}  # fmt: skip
 
 
 # --- set-up ----------------------------------------------------------------------------
