@@ -132,16 +132,23 @@ def coordinator_of(cluster: Cluster, group: str, via: int) -> int:
 
 def offsets_leader(cluster: Cluster, partition: int, via: int) -> int:
     raw = RawClient(cluster.brokers[via].port)
-    response: Any = raw.call(
-        METADATA,
-        9,
-        {
-            "topics": [{"name": OFFSETS}],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        },
-    )
-    [topic] = response.topics
+
+    def known() -> Any:
+        # Broker ``via`` learns the topic from the controller's UpdateMetadata, which may
+        # arrive after another broker already answered FindCoordinator: ask until it has.
+        response: Any = raw.call(
+            METADATA,
+            9,
+            {
+                "topics": [{"name": OFFSETS}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        [topic] = response.topics
+        return topic if topic.error_code == ErrorCode.none else None
+
+    topic = until(known, f"{OFFSETS} in broker {via}'s metadata", cluster)
     assert topic.is_internal
     return next(int(p.leader_id) for p in topic.partitions if p.partition_index == partition)
 
