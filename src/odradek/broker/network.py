@@ -625,16 +625,7 @@ class _Connection(asyncio.BufferedProtocol):
         size = len(frame)
         self._in_flight += 1
         self.idle.clear()
-        server = self._server
-        lane = server.produce_lane
-        accepted = None
-        if lane is not None and frame[0] == 0 and frame[1] == 0:  # API key 0: Produce
-            accepted = lane.accept(memoryview(frame), server.api_versions)
-        if accepted is None:
-            coro = self._handle_frame(frame, received_at)
-        else:
-            ctx = self._request_context(accepted[0], received_at)
-            coro = self._answer_lone(ctx, lane.answer(*accepted), frame)
+        coro = self._handle_frame(frame, received_at)
         try:
             step = self._context.run(coro.send, None)
         except StopIteration as stop:
@@ -701,6 +692,19 @@ class _Connection(asyncio.BufferedProtocol):
             if intercepted is not None:
                 return intercepted
         large = len(frame) > _OFFLOAD_FRAME
+        server = self._server
+        lane = server.produce_lane
+        if lane is not None and frame[0] == 0 and frame[1] == 0:  # API key 0: Produce
+            accepted = lane.accept(memoryview(frame), server.api_versions)
+            if accepted is not None:
+                ctx = self._request_context(accepted[0], received_at)
+                if not large:
+                    return await self._answer_lone(ctx, lane.answer(*accepted), frame)
+                _LargeRequests.begin()
+                try:
+                    return await self._answer_lone(ctx, lane.answer(*accepted), frame)
+                finally:
+                    _LargeRequests.end()
         if not large:
             return await self._handle_decoded(frame, received_at, large=False)
         _LargeRequests.begin()
