@@ -201,3 +201,25 @@ def test_log_append_time_is_stamped_by_both(brokers: list[BrokerProcess]) -> Non
             start = getattr(entry, "log_start_offset", None)  # v5+
             answers.append((entry.index, entry.base_offset, start))
         assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("frame", [b"", b"\x00"], ids=["empty", "one-byte"])
+def test_frames_too_short_for_an_api_key_are_refused_as_before(
+    brokers: list[BrokerProcess], frame: bytes
+) -> None:
+    """A frame too short to name an API is refused by the generic decoder (one WARNING,
+    the connection closed) on both brokers, never an unexpected error in the lane."""
+    for proc in brokers:
+        conn = Connection(proc.port)
+        conn.send(struct.pack(">i", len(frame)) + frame)
+        with pytest.raises(ConnectionError):
+            conn.answer()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        logs = [proc.log_path.read_text(errors="replace") for proc in brokers]
+        if all(f"request header truncated: {len(frame)} bytes" in log for log in logs):
+            break
+        time.sleep(0.1)
+    for log in logs:
+        assert f"request header truncated: {len(frame)} bytes" in log
+        assert "unexpected error" not in log

@@ -694,15 +694,15 @@ class _Connection(asyncio.BufferedProtocol):
         large = len(frame) > _OFFLOAD_FRAME
         server = self._server
         lane = server.produce_lane
-        if lane is not None and frame[0] == 0 and frame[1] == 0:  # API key 0: Produce
+        if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:  # Produce
             accepted = lane.accept(memoryview(frame), server.api_versions)
             if accepted is not None:
                 ctx = self._request_context(accepted[0], received_at)
                 if not large:
-                    return await self._answer_lone(ctx, lane.answer(*accepted), frame)
+                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
                 _LargeRequests.begin()
                 try:
-                    return await self._answer_lone(ctx, lane.answer(*accepted), frame)
+                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
                 finally:
                     _LargeRequests.end()
         if not large:

@@ -19,7 +19,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from odradek.broker.handlers.produce import _await_replication, _fill, _legal_topic_name
+from odradek.broker.handlers.produce import (
+    _await_replication,
+    _fill,
+    _legal_topic_name,
+    record_produce_quota,
+)
 from odradek.broker.replica_manager import AppendResult
 from odradek.protocol.headers import parse_request_header
 from odradek.protocol.produce_request import LoneProduce, read_lone_produce
@@ -27,6 +32,7 @@ from odradek.protocol.produce_response import FIRST_FLEXIBLE, encode_produce_res
 from odradek.protocol.versions import PRODUCE
 
 if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
     from odradek.broker.server import KafkaServer
     from odradek.protocol.headers import RequestHeader
 
@@ -72,10 +78,10 @@ class ProduceLane:
             return None
         return header, lone
 
-    async def answer(self, header: RequestHeader, lone: LoneProduce) -> bytes | None:
-        """handle_produce for one partition, without quotas (the lane declined them): the
-        framed answer, or None for acks=0."""
+    async def answer(self, ctx: RequestContext, lone: LoneProduce) -> bytes | None:
+        """handle_produce for one partition: the framed answer, or None for acks=0."""
         server = self._server
+        header = ctx.header
         acks = lone.acks
         name = lone.topic
         size = len(lone.records)
@@ -94,10 +100,13 @@ class ProduceLane:
         _fill(server, entry, name, size, result, acks, pending)
         if pending:
             await _await_replication(server, pending, lone.timeout_ms)
+        # No quota was set when the lane took the request; one set meanwhile (while the
+        # append or the replication was awaited) counts these bytes, as on the generic path.
+        throttle_ms = record_produce_quota(server, ctx, size)
         if acks == 0:
             return None
         encoded = encode_produce_response(
-            header.correlation_id, header.api_version, [(name, [entry])]
+            header.correlation_id, header.api_version, [(name, [entry])], throttle_ms
         )
         if encoded is None:  # cannot happen for the versions accepted: a bug
             raise RuntimeError(f"no direct encoding of a Produce v{header.api_version} answer")
