@@ -22,7 +22,11 @@ Measured, all in one run:
 5. produce-to-consume latency through confluent-kafka at 10,000 records/s, linger.ms=0:
    p99 of each of ``--latency-runs`` runs, each timed from after the consumer delivered
    its warm-up records (``produce_consume.latency_at_rate``).
-6. the same path without a client library: a Fetch (max.wait 500 ms, min.bytes 1) waits
+6. the floor under (4), once per run: ``bench/uvloop_floor.py``, a uvloop server that only
+   frames requests and writes a ready-made answer, fed the same requests one at a time;
+   its CPU per request is what the event loop, the socket calls and the wake-up cost
+   here, beside which the broker's own work per request can be read.
+7. the same path without a client library: a Fetch (max.wait 500 ms, min.bytes 1) waits
    in the purgatory on one connection, a single-record Produce arrives on another, and
    the time from sending the Produce to reading the Fetch answer is timed, one cycle
    after the other: p50/p99 and broker CPU us per cycle (what the broker adds to a
@@ -291,6 +295,20 @@ def fetch_wakeups(port: int, topic: str, count: int, pid: int) -> tuple[list[flo
         return samples, process_cpu_s(pid) - cpu0
 
 
+def floor_us_per_request(requests: int) -> float:
+    """CPU us per request of bench/uvloop_floor.py, single-record Produce one at a time."""
+    port = free_port()
+    script = Path(__file__).resolve().parent / "uvloop_floor.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)])
+    try:
+        wait_for_port(port, proc, "uvloop floor server")
+        frame = produce_frame("small", [b"x" * 100])
+        _elapsed, cpu = one_at_a_time(port, frame, requests, proc.pid)
+        return cpu / requests * 1e6
+    finally:
+        stop_process(proc)
+
+
 def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     print(f"\n== {name} (pid {pid}) ==", flush=True)
     create_topic(port, "raw")
@@ -329,9 +347,10 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     )
     n = args.small_requests // 4
     elapsed, cpu = one_at_a_time(port, small, n, pid)
+    floor = f", x{cpu / n * 1e6 / args.floor_us:.2f} of the floor" if args.floor_us else ""
     print(
         f"single-record Produce, one at a time: {n / elapsed:.0f} req/s, "
-        f"broker CPU {cpu / n * 1e6:.0f} us/request",
+        f"broker CPU {cpu / n * 1e6:.0f} us/request{floor}",
         flush=True,
     )
 
@@ -386,10 +405,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-records", type=int, default=4000, help="64 KiB records")
     parser.add_argument("--small-requests", type=int, default=20_000)
     parser.add_argument("--wakeups", type=int, default=1000, help="Produce + parked Fetch cycles")
+    parser.add_argument(
+        "--floor-requests",
+        type=int,
+        default=5000,
+        help="requests to measure bench/uvloop_floor.py with (0: skip)",
+    )
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--latency-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    args.floor_us = floor_us_per_request(args.floor_requests) if args.floor_requests else 0.0
+    if args.floor_us:
+        print(
+            f"floor: a uvloop server that only frames (bench/uvloop_floor.py), one "
+            f"single-record Produce at a time: CPU {args.floor_us:.0f} us/request",
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
         runs: list[tuple[str, str | None, tuple[str, ...]]] = [("this checkout", None, ())]

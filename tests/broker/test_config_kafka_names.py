@@ -34,6 +34,7 @@ def test_keys_odradek_acts_on_are_kafkas() -> None:
     # authorizer's keys are read outside Kafka's table (PLUGIN_KEYS).
     own = {"metrics.port", "metrics.host", "log.format", "log.slow.request.threshold.ms"}
     own.add("append.thread.min.bytes")  # the produce path's append thread (off by default)
+    own.add("produce.lane.enable")  # the direct path of one-partition Produce requests
     assert set(KEYS) - KAFKA_BROKER_CONFIG_NAMES - PLUGIN_KEYS == {"cluster.id"} | own
 
 

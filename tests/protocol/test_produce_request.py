@@ -7,8 +7,9 @@ import pytest
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import DecodeError, decode_request, encode_request
+from odradek.protocol.headers import parse_request_header
 from odradek.protocol.lenient import read_entity, writable_source
-from odradek.protocol.produce_request import read_produce_request
+from odradek.protocol.produce_request import read_lone_produce, read_produce_request
 from odradek.protocol.schemas import request_type
 from odradek.protocol.versions import PRODUCE, SUPPORTED
 
@@ -94,3 +95,87 @@ def test_truncated_bodies_raise_the_walkers_error(version: int) -> None:
         with pytest.raises(DecodeError) as caught:
             decode_request(frame[:cut])
         assert "cannot decode Produce" in str(caught.value)
+
+
+# -- the lone-produce lane's reader -------------------------------------------------------
+
+
+def _lone(frame: bytearray) -> object:
+    header, offset = parse_request_header(frame)
+    return read_lone_produce(memoryview(frame), offset, header.api_version >= 9)
+
+
+def _one(name: str = "topic-a", index: int = 3, records=BATCH) -> list[dict]:
+    return [{"name": name, "partition_data": [{"index": index, "records": records}]}]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("client_id", ["client", None, "ü" * 40])
+@pytest.mark.parametrize("acks", [-1, 0, 1, 7])
+def test_lone_reader_reads_what_the_generic_decoder_reads(version, client_id, acks) -> None:
+    values = {"transactional_id": None, "acks": acks, "timeout": 1234, "topic_data": _one()}
+    request = build_request(PRODUCE, version, values)
+    frame = bytearray(encode_request(version, 5, client_id, request)[4:])
+    lone = _lone(frame)
+    _header, decoded = decode_request(frame)
+    assert lone is not None
+    topic = decoded.topic_data[0]
+    partition = topic.partition_data[0]
+    timeout_ms = round(decoded.timeout.total_seconds() * 1000)  # kio decodes a timedelta
+    assert (lone.acks, lone.timeout_ms, lone.topic, lone.partition) == (
+        decoded.acks, timeout_ms, topic.name, partition.index
+    )
+    assert bytes(lone.records) == bytes(partition.records) == BATCH
+    # A writable slice of the frame itself: offsets are assigned in place, no copy.
+    assert lone.records.obj is frame and not lone.records.readonly
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_lone_reader_declines_every_other_shape(version: int) -> None:
+    one = {"index": 0, "records": BATCH}
+    shapes = [
+        [],
+        [{"name": "a", "partition_data": []}],
+        [{"name": "a", "partition_data": [one, {"index": 1, "records": BATCH}]}],
+        [{"name": "a", "partition_data": [one]}, {"name": "b", "partition_data": [one]}],
+        _one(records=None),
+        _one(records=b""),
+        _one(records=BATCH[:60]),  # shorter than any record batch
+        _one(name=""),
+    ]
+    for topics in shapes:
+        assert _lone(_frame(version, topics)) is None, topics
+    assert _lone(_frame(version, _one(), txn="txn-1")) is None
+    assert _lone(_frame(version, _one()) + b"\x00") is None  # bytes after the body
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 9])
+def test_lone_reader_declines_tagged_fields(version: int) -> None:
+    frame = _frame(version, _one())
+    frame[-1:] = b"\x01\x07\x02hi"
+    assert _lone(frame) is None
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_lone_reader_never_raises_on_damaged_frames(version: int) -> None:
+    """Every truncation declines; every single-byte change either declines or reads what
+    the generic decoder reads (so no damaged frame is answered differently)."""
+    frame = _frame(version, _one())
+    header_end = parse_request_header(frame)[1]
+    for cut in range(header_end, len(frame)):
+        assert _lone(frame[:cut]) is None
+    for position in range(header_end, len(frame) - len(BATCH)):
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+            damaged = bytearray(frame)
+            damaged[position] = value
+            lone = _lone(damaged)
+            if lone is None:
+                continue
+            _header, decoded = decode_request(damaged)
+            topic = decoded.topic_data[0]
+            assert len(decoded.topic_data) == 1 and len(topic.partition_data) == 1
+            assert decoded.transactional_id is None
+            assert (lone.acks, lone.topic, lone.partition) == (
+                decoded.acks, topic.name, topic.partition_data[0].index
+            )
+            assert bytes(lone.records) == bytes(topic.partition_data[0].records)

@@ -420,6 +420,14 @@ _KEYS: list[ConfigKey] = [
         "append thread instead of the event loop; -1 never (odradek's own key).",
         _at_least(-1),
     ),
+    ConfigKey(
+        "produce.lane.enable",
+        "bool",
+        True,
+        "Answer Produce requests naming one partition on the direct path (no generic decoding "
+        "or dispatch; the answers are the same); false sends every request through the "
+        "generic handler (odradek's own key, for comparison).",
+    ),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response.", _at_least(1024)),
     ConfigKey(
         "group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's first rebalance."

@@ -79,7 +79,7 @@ import sys
 import time
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
@@ -692,6 +692,19 @@ class _Connection(asyncio.BufferedProtocol):
             if intercepted is not None:
                 return intercepted
         large = len(frame) > _OFFLOAD_FRAME
+        server = self._server
+        lane = server.produce_lane
+        if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:  # Produce
+            accepted = lane.accept(memoryview(frame), server.api_versions)
+            if accepted is not None:
+                ctx = self._request_context(accepted[0], received_at)
+                if not large:
+                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
+                _LargeRequests.begin()
+                try:
+                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
+                finally:
+                    _LargeRequests.end()
         if not large:
             return await self._handle_decoded(frame, received_at, large=False)
         _LargeRequests.begin()
@@ -735,16 +748,7 @@ class _Connection(asyncio.BufferedProtocol):
             ):
                 return api_versions_unsupported_response(exc.header, server.api_versions)
             return _Close(f"{exc} ({self._describe_undecodable(exc)})")
-        ctx = RequestContext(
-            header,
-            self.client_host,
-            self.client_port,
-            self.connection_id,
-            received_at,
-            server.listener_name,
-            self.principal,
-            mute=self.mute_for,
-        )
+        ctx = self._request_context(header, received_at)
         observer = server.request_observer
         started = server.clock() if observer is not None else 0.0
         # Log lines emitted while the request runs name it (odradek.logformat); a deferred
@@ -786,6 +790,43 @@ class _Connection(asyncio.BufferedProtocol):
             del request, result
             await self._loop.run_in_executor(server.executor, garbage.clear)
         return outgoing
+
+    def _request_context(self, header: RequestHeader, received_at: float) -> RequestContext:
+        return RequestContext(
+            header,
+            self.client_host,
+            self.client_port,
+            self.connection_id,
+            received_at,
+            self._server.listener_name,
+            self.principal,
+            mute=self.mute_for,
+        )
+
+    async def _answer_lone(
+        self,
+        ctx: RequestContext,
+        answer: Coroutine[Any, Any, bytes | None],
+        frame: bytearray | memoryview,
+    ) -> _Outgoing | None:
+        """The produce lane's answer (``NetworkServer.produce_lane``), in the request's
+        logging context, with a failing handler answered as on the generic path."""
+        token = current_request.set(ctx)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            try:
+                _header, request = decode_request(frame, self._server.api_versions)
+            except DecodeError:
+                request = None
+            if request is None:
+                self._log.exception("produce lane failed on connection %s", self.connection_id)
+                return _Close("handler failed for a Produce request")
+            return self._handler_failed(ctx, request)
+        finally:
+            current_request.reset(token)
 
     async def _finish_deferred(
         self, ctx: RequestContext, request: object, deferred: DeferredResponse, started: float
@@ -1146,6 +1187,7 @@ class NetworkServer:
         executor: Executor | None = None,
         security: Any = None,
         request_observer: Any = None,
+        produce_lane: Any = None,
     ) -> None:
         """``api_versions`` is the table to accept and list in ApiVersions fallbacks;
         by default ``handler.advertised_versions()`` when the handler has it, else every
@@ -1205,6 +1247,9 @@ class NetworkServer:
         # Told of every answered request (broker.metrics.requests.RequestObserver): request
         # metrics and the slow-request log. None costs nothing per request.
         self.request_observer = request_observer
+        # Answers lone Produce requests without the generic machinery
+        # (broker.handlers.produce_lane); only where no request observer wants each request.
+        self.produce_lane = produce_lane if request_observer is None else None
         # Dedicated buffers of large frames, reused across this listener's connections.
         self.buffer_pool = BufferPool(_POOLED_BYTES)
 

@@ -46,6 +46,7 @@ from odradek.broker.handlers import (
     produce,
     scram_users,
 )
+from odradek.broker.handlers.produce_lane import ProduceLane
 from odradek.broker.internal_topics import InternalTopicSpec
 from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
@@ -340,6 +341,7 @@ class KafkaServer:
                 executor=self._network_pool,
                 security=hooks,
                 request_observer=self._request_observer,
+                produce_lane=self._produce_lane,
             )
             try:
                 await network.start()
@@ -373,6 +375,7 @@ class KafkaServer:
         self._request_observer = (
             RequestObserver(self.stats, slow_ms) if self.stats is not None or slow_ms >= 0 else None
         )
+        self._produce_lane = ProduceLane(self) if self.config.get("produce.lane.enable") else None
 
     def _metrics_address(self) -> tuple[str, int]:
         assert self.metrics is not None

@@ -12,13 +12,14 @@ which decides and words every error, so the result of decoding never differs.
 from __future__ import annotations
 
 import dataclasses
+import struct
 import typing
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.protocol.lenient import _plan
 
-__all__ = ["read_produce_request"]
+__all__ = ["LoneProduce", "read_lone_produce", "read_produce_request"]
 
 _ONE_ELEMENT_LEGACY = b"\x00\x00\x00\x01"
 _ONE_ELEMENT_COMPACT = 2  # compact array length: count + 1
@@ -102,3 +103,95 @@ def read_produce_request(entity_type: type, buffer: Any, offset: int) -> Any | N
     return entity_type(
         transactional_id=transactional_id, acks=acks, timeout=timeout, topic_data=(topic,)
     )
+
+
+# -- the lone-produce lane --------------------------------------------------------------
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+# The smallest record batch (a v2 header and no records): shorter is never a lone batch.
+_SMALLEST_BATCH = 61
+# Topic names as sent -> decoded: a producer names the same topic on every request.
+_NAMES: dict[bytes, str] = {}
+_NAMES_MAX = 4096
+
+
+class LoneProduce(NamedTuple):
+    """A non-transactional Produce request naming one topic and one partition."""
+
+    acks: int
+    timeout_ms: int
+    topic: str
+    partition: int
+    records: memoryview  # a writable slice of the frame: offsets are assigned in place
+
+
+def _uvarint(buffer: Any, position: int) -> tuple[int, int]:
+    """A small unsigned varint (at most 4 bytes) and the position after it."""
+    value = 0
+    for shift in (0, 7, 14, 21):
+        byte = buffer[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+    raise ValueError("varint too long")
+
+
+def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LoneProduce | None:
+    """The body at ``offset`` of a writable Produce frame when it is the commonest shape:
+    no transactional id, one topic, one partition, a record set that can be a batch, no
+    tagged fields and nothing after it. Else None: the caller decodes the frame the
+    generic way, which also words every error (this never raises for a malformed body)."""
+    try:
+        if flexible:
+            if frame[offset] != 0:  # compact nullable string: 0 is null
+                return None
+            position = offset + 1
+        else:
+            if _INT16.unpack_from(frame, offset)[0] != -1:
+                return None
+            position = offset + 2
+        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, position)
+        position = _after_one_element(frame, position + 6, flexible)
+        if position < 0:
+            return None
+        if flexible:
+            length, position = _uvarint(frame, position)
+            length -= 1
+        else:
+            length = _INT16.unpack_from(frame, position)[0]
+            position += 2
+        if length <= 0:
+            return None
+        raw = bytes(frame[position : position + length])
+        position += length
+        topic = _NAMES.get(raw)
+        if topic is None:
+            if len(raw) != length:
+                return None
+            topic = raw.decode("utf-8")
+            if len(_NAMES) >= _NAMES_MAX:
+                _NAMES.clear()  # bounded: a client may name many topics
+            _NAMES[raw] = topic
+        position = _after_one_element(frame, position, flexible)
+        if position < 0:
+            return None
+        partition = _INT32.unpack_from(frame, position)[0]
+        position += 4
+        if flexible:
+            length, position = _uvarint(frame, position)
+            length -= 1
+        else:
+            length = _INT32.unpack_from(frame, position)[0]
+            position += 4
+        if length < _SMALLEST_BATCH:
+            return None
+        end = position + length
+        tail = b"\x00\x00\x00" if flexible else b""  # partition, topic, request tags
+        if end + len(tail) != len(frame) or frame[end : end + len(tail)] != tail:
+            return None
+    except (IndexError, ValueError, struct.error):  # short or not UTF-8: the generic way
+        return None
+    return LoneProduce(acks, timeout_ms, topic, partition, frame[position:end])

@@ -45,6 +45,7 @@ from odradek.storage.config import LogConfig
 from odradek.storage.errors import CorruptIndexError, StorageError
 from odradek.storage.file_region import FileRegion, SharedFile
 from odradek.storage.offset_index import INT32_MAX, OffsetIndex
+from odradek.storage.preallocation import preallocate, release_beyond
 from odradek.storage.time_index import NO_TIMESTAMP, TimeIndex
 from odradek.storage.txn_index import TransactionIndex
 
@@ -63,6 +64,14 @@ _SCAN_CHUNK = 8192
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 # The active segment remembers where its last 16-32 appended batches start.
 _RECENT_BATCHES = 16
+# Appends of at least this many bytes reserve disk blocks ahead of themselves
+# (storage.preallocation): a few fallocate calls instead of the file system's reservation
+# per write. Smaller appends (most partitions) never do, so idle and small partitions
+# hold no reserved blocks. The reservation reaches at most as far again as the segment's
+# own size (so an active segment at most doubles its disk use), nor past segment.bytes.
+_PREALLOCATE_MIN_APPEND = 64 * 1024
+_PREALLOCATE_APPENDS_AHEAD = 8
+_PREALLOCATE_MAX_AHEAD = 64 * 1024 * 1024
 
 # (position within the appended bytes, size, base offset, last offset, max timestamp)
 BatchEntry = tuple[int, int, int, int, int]
@@ -85,6 +94,7 @@ class LogSegment:
     """The files of one segment and the per-segment state derived from them."""
 
     __slots__ = (
+        "_allocated",
         "_file",
         "_file_pending",
         "_first_timestamp",
@@ -171,6 +181,8 @@ class LogSegment:
         self._recent_bases: list[int] | None = None
         self._recent_positions: list[int] | None = None
         self._log_dirty = False
+        # End of the blocks this process reserved beyond the file's size (0: none).
+        self._allocated = 0
         self.closed = False
 
     def _path(self, kind: str) -> Path:
@@ -526,6 +538,8 @@ class LogSegment:
             self._offset_of_max_timestamp,
             self.bytes_since_last_index_entry,
         )
+        if len(view) >= _PREALLOCATE_MIN_APPEND and start + len(view) > self._allocated:
+            self._reserve_blocks(shared.fd, start, len(view))
         try:
             written = 0
             while written < len(view):
@@ -535,6 +549,7 @@ class LogSegment:
             self._index_batches(start, batches)
         except OSError as exc:
             os.ftruncate(shared.fd, start)
+            self._allocated = 0  # the truncation gave back every block past start
             self.offset_index.truncate_to_entries(undo[0])
             self.time_index.truncate_to_entries(undo[1])
             (self._max_timestamp, self._offset_of_max_timestamp,
@@ -546,6 +561,25 @@ class LogSegment:
             self._first_timestamp_loaded = True
         self._size = start + len(view)
         self._remember_batches(start, batches)
+
+    def _reserve_blocks(self, fd: int, start: int, length: int) -> None:
+        end = start + length
+        ahead = min(
+            max(end, _PREALLOCATE_APPENDS_AHEAD * length),
+            _PREALLOCATE_MAX_AHEAD,
+            self.config.segment_bytes - end,
+        )
+        if preallocate(fd, start, length + max(ahead, 0)):
+            self._allocated = end + max(ahead, 0)
+
+    def _release_reserved_blocks(self) -> None:
+        """Give back the blocks reserved beyond the end (the segment stops growing)."""
+        if self._allocated > self.size:
+            try:
+                release_beyond(self._shared_file().fd, self.size)
+            except (OSError, StorageError):
+                pass  # kept until the segment is deleted: disk space, not data
+        self._allocated = 0
 
     def _remember_batches(self, start: int, batches: Sequence[BatchEntry]) -> None:
         bases = self._recent_bases
@@ -715,6 +749,7 @@ class LogSegment:
         self.time_index.truncate_to(cut)
         self.txn_index.truncate_to(cut)
         os.ftruncate(self._shared_file().fd, position)
+        self._allocated = 0  # the truncation gave back every block past position
         self._size = position
         self._log_dirty = True
         self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
@@ -728,8 +763,11 @@ class LogSegment:
     # -- lifecycle ---------------------------------------------------------------------
 
     def on_become_inactive(self) -> None:
-        """The segment stops being the active one: record its overall max timestamp."""
+        """The segment stops being the active one: record its overall max timestamp, and
+        give back the disk blocks reserved for appends that will not come."""
         self._forget_recent_batches()  # appends go to the next segment now
+        if self._allocated:
+            self._release_reserved_blocks()
         if self._max_timestamp is not None and self._max_timestamp >= 0:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 # ones go the generic way (built and encoded on the network threads).
 _DIRECT_ENCODE_ITEMS = 1000
 _NO_ERROR = ErrorCode.none
+_ONE_MS = timedelta(milliseconds=1)
 
 
 @functools.lru_cache(maxsize=4096)  # checked on every request; names repeat
@@ -146,13 +148,20 @@ def _fill(
 def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int:
     """Count the request's bytes against the client's producer_byte_rate; when over it,
     the throttle time to answer with, and the connection is muted that long (KIP-219)."""
-    quotas = server.client_quotas
-    throttle_ms = 0
+    size = 0
     # With no producer_byte_rate set anywhere record() counts nothing: skip the sum.
-    if quotas.enabled(PRODUCER_BYTE_RATE):
+    if server.client_quotas.enabled(PRODUCER_BYTE_RATE):
         size = sum(
             len(p.records) for t in request.topic_data for p in t.partition_data if p.records
         )
+    return record_produce_quota(server, ctx, size)
+
+
+def record_produce_quota(server: KafkaServer, ctx: RequestContext, size: int) -> int:
+    """_record_quota for a request carrying ``size`` bytes of records."""
+    quotas = server.client_quotas
+    throttle_ms = 0
+    if quotas.enabled(PRODUCER_BYTE_RATE):
         throttle_ms = quotas.record(
             PRODUCER_BYTE_RATE, ctx.principal, ctx.header.client_id or "", size
         )
@@ -165,8 +174,9 @@ def _record_quota(server: KafkaServer, ctx: RequestContext, request: Any) -> int
 
 def _timeout_ms(request: Any) -> int:
     timeout = request.timeout
-    if hasattr(timeout, "total_seconds"):
-        return int(timeout.total_seconds() * 1000)
+    if isinstance(timeout, timedelta):
+        # Whole milliseconds exactly: total_seconds() * 1000 gives 1000.999... for 1001.
+        return timeout // _ONE_MS
     return int(timeout)
 
 

@@ -1,0 +1,113 @@
+"""The lone-produce lane: a Produce request naming one partition, handled without the
+generic request machinery.
+
+A producer with ``linger.ms=0`` sends one request per record batch, and for such a
+request the generic path (decoding into kio entities, dispatch, the handler's per-topic
+loops and dicts) costs more than the append itself. The lane reads the frame directly
+(:func:`odradek.protocol.produce_request.read_lone_produce`) and calls the same replica
+manager, quota-free answer encoder and metrics as :func:`handle_produce`, so the answer is
+the same bytes. It declines (the connection then takes the generic path, which decides
+and words every error) whenever anything could make the generic path answer otherwise:
+an authorizer, a client or request quota, the request observer (metrics, slow-request
+log), a transactional id, an unsupported version, invalid acks or topic name, or any
+other shape of request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from odradek.broker.handlers.produce import (
+    _await_replication,
+    _fill,
+    _legal_topic_name,
+    record_produce_quota,
+)
+from odradek.broker.replica_manager import AppendResult
+from odradek.protocol.headers import parse_request_header
+from odradek.protocol.produce_request import LoneProduce, read_lone_produce
+from odradek.protocol.produce_response import FIRST_FLEXIBLE, encode_produce_response
+from odradek.protocol.versions import PRODUCE
+
+if TYPE_CHECKING:
+    from odradek.broker.network import RequestContext
+    from odradek.broker.server import KafkaServer
+    from odradek.protocol.headers import RequestHeader
+
+__all__ = ["ProduceLane"]
+
+_ANSWERED_VERSIONS = range(3, 12)  # what encode_produce_response writes
+
+
+class ProduceLane:
+    """Decides per frame whether it can answer it; see the module docstring."""
+
+    __slots__ = ("_server",)
+
+    def __init__(self, server: KafkaServer) -> None:
+        self._server = server
+
+    def accept(
+        self, frame: memoryview, versions: Mapping[int, tuple[int, int]]
+    ) -> tuple[RequestHeader, LoneProduce] | None:
+        """The request's header and body when the lane can answer it (``answer``), else
+        None. Nothing has happened yet when it declines: no append, no metric."""
+        server = self._server
+        if server.authorizer is not None:
+            return None
+        quotas = server.client_quotas
+        if quotas.enabled(PRODUCER_BYTE_RATE) or quotas.enabled(REQUEST_PERCENTAGE):
+            return None
+        try:
+            header, offset = parse_request_header(frame)
+        except Exception:  # DecodeError: the generic path answers it
+            return None
+        version = header.api_version
+        bounds = versions.get(PRODUCE)
+        if (
+            header.api_key != PRODUCE
+            or bounds is None
+            or not bounds[0] <= version <= bounds[1]
+            or version not in _ANSWERED_VERSIONS
+        ):
+            return None
+        lone = read_lone_produce(frame, offset, version >= FIRST_FLEXIBLE)
+        if lone is None or lone.acks not in (-1, 0, 1) or not _legal_topic_name(lone.topic):
+            return None
+        return header, lone
+
+    async def answer(self, ctx: RequestContext, lone: LoneProduce) -> bytes | None:
+        """handle_produce for one partition: the framed answer, or None for acks=0."""
+        server = self._server
+        header = ctx.header
+        acks = lone.acks
+        name = lone.topic
+        size = len(lone.records)
+        entry: dict[str, Any] = {
+            "index": lone.partition,
+            "base_offset": -1,
+            "log_append_time": None,
+            "log_start_offset": -1,
+        }
+        pending: list[tuple[str, int, dict[str, Any], int]] = []
+        result = server.replica_manager.append_or_offload(
+            name, lone.partition, lone.records, required_acks=acks
+        )
+        if not isinstance(result, AppendResult):  # on the append thread (large, or queued)
+            result = await result
+        _fill(server, entry, name, size, result, acks, pending)
+        if pending:
+            await _await_replication(server, pending, lone.timeout_ms)
+        # No quota was set when the lane took the request; one set meanwhile (while the
+        # append or the replication was awaited) counts these bytes, as on the generic path.
+        throttle_ms = record_produce_quota(server, ctx, size)
+        if acks == 0:
+            return None
+        encoded = encode_produce_response(
+            header.correlation_id, header.api_version, [(name, [entry])], throttle_ms
+        )
+        if encoded is None:  # cannot happen for the versions accepted: a bug
+            raise RuntimeError(f"no direct encoding of a Produce v{header.api_version} answer")
+        return encoded
