@@ -249,6 +249,31 @@ def test_tombstone_gets_horizon_then_goes(tmp_path: Path, clock: Clock) -> None:
     log.close()
 
 
+def test_segment_emptied_by_cleaning_does_not_end_reads(tmp_path: Path, clock: Clock) -> None:
+    # The minimal case hypothesis found: a segment whose records are all superseded, too
+    # big to share a group with its neighbours, is swapped in empty (Kafka's
+    # Cleaner.cleanSegments does the same). A read from the log start stopped at it, so the
+    # model test saw the later segment's tombstones as lost.
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    put(log, [(b"a", b"x" * 620)])
+    log.roll()
+    put(log, [(b"b", None), (b"c", b"old")])
+    log.roll()
+    put(log, [(b"b", None), (b"c", b"y" * 620)])
+    log.roll()
+    clean_log(log, now_ms=clock.now_ms, cleaner_offset=None)
+    # Nothing of the middle segment survives; it stays, empty, like Kafka's swapped-in one.
+    assert [(s.base_offset, s.size) for s in log.segments][1] == (1, 0)
+    assert read_all(log) == [(0, b"a", b"x" * 620), (3, b"b", None), (4, b"c", b"y" * 620)]
+    # A read starting inside the empty segment goes on to the next one too.
+    from_inside = decode_batches(log.read(1, 1 << 30).read_bytes())
+    assert [r.offset for b in from_inside for r in b.records] == [3, 4]
+    log.close()
+    reopened = open_log(tmp_path / "t-0", compact_config(), clock)
+    assert read_all(reopened) == [(0, b"a", b"x" * 620), (3, b"b", None), (4, b"c", b"y" * 620)]
+    reopened.close()
+
+
 def test_rewritten_batch_keeps_producer_fields_and_codec(tmp_path: Path, clock: Clock) -> None:
     log = open_log(tmp_path / "t-0", compact_config(), clock)
     batch = build_batch(

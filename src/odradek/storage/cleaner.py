@@ -31,7 +31,9 @@ partition log:
    renames it ``.cleaned`` -> ``.swap``, retires the old segments (renamed ``.deleted``)
    and drops the ``.swap`` suffix, all under the log's lock. Recovery of the log directory
    (storage-core) deletes leftover ``.cleaned`` files and completes leftover ``.swap``
-   files, so a crash at any step leaves either the old or the new segments.
+   files, so a crash at any step leaves either the old or the new segments. A group that
+   loses every record is swapped in as an empty segment, as Kafka's cleaner does; reads
+   pass over it to the next segment.
 
 **Tombstones: KIP-534 delete horizons** (Kafka >= 3.1), not segment modification times
 as older Kafka did. The first time a batch holding a tombstone (or a marker that no longer

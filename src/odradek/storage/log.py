@@ -1105,7 +1105,8 @@ class Log:
 
         The first batch is returned even if larger than ``max_bytes`` when
         ``min_one_batch`` (KIP-74). No batch reaching ``max_offset`` (exclusive bound:
-        the high watermark or last stable offset) is returned. A read may span segments.
+        the high watermark or last stable offset) is returned. A read may span segments; an
+        empty one (all its records removed by the cleaner) does not end it.
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
         with self._lock:
@@ -1140,6 +1141,10 @@ class Log:
                     if bound is not None:
                         max_position = bound[0]
                 if max_position <= start:
+                    if segment.size == 0:
+                        # Emptied by the cleaner (Kafka swaps in empty cleaned segments
+                        # too): the offsets it covered are gone, the log goes on after it.
+                        continue
                     break
                 limit = min(max_position, start + remaining)
                 if first_header is not None and start + first_header.size > limit:
