@@ -12,7 +12,6 @@ differ only in the broker's clock), and afterwards both logs must hold the same 
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from odradek.protocol.codec import decode_response, encode_request
 from odradek.records.batch import Record, build_batch
 from odradek.records.compression import Compression
 from tests.helpers.broker import BrokerProcess
+from tests.helpers.raw import RawClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -32,25 +32,14 @@ PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 VERSIONS = range(3, 12)
 
 
-class Connection:
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+class Connection(RawClient):
+    """Sends ready-made frames and reads answers as bytes (RawClient decodes them)."""
 
-    def send(self, frame: bytes) -> None:
+    def send_frame(self, frame: bytes) -> None:
         self.sock.sendall(frame)
 
     def answer(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
+        return self.read(struct.unpack(">i", self.read(4))[0])
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +103,7 @@ def corrupt(records: bytes) -> bytes:
 
 def producer_id(conn: Connection) -> tuple[int, int]:
     values = {"transactional_id": None, "transaction_timeout": 60_000}
-    conn.send(encode_request(1, 999, "lane-test", build_request(INIT_PRODUCER_ID, 1, values)))
+    conn.send_frame(encode_request(1, 999, "lane-test", build_request(INIT_PRODUCER_ID, 1, values)))
     _correlation, answer = decode_response(INIT_PRODUCER_ID, 1, conn.answer())
     assert answer.error_code == 0
     return int(answer.producer_id), int(answer.producer_epoch)
@@ -163,7 +152,7 @@ def fetch_log(conn: Connection, topic: str, partition: int) -> bytes:
         "topics": [{"topic": topic, "partitions": [
             {"partition": partition, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
     }  # fmt: skip
-    conn.send(encode_request(4, 5000, "lane-test", build_request(FETCH, 4, values)))
+    conn.send_frame(encode_request(4, 5000, "lane-test", build_request(FETCH, 4, values)))
     _correlation, answer = decode_response(FETCH, 4, conn.answer())
     return bytes(answer.responses[0].partitions[0].records or b"")
 
@@ -175,8 +164,8 @@ def test_the_lane_answers_as_the_generic_path(brokers: list[BrokerProcess]) -> N
     sent = requests(*ids[0])
     assert len(sent) > 40
     for frame, answered in sent:
-        lane.send(frame)
-        generic.send(frame)
+        lane.send_frame(frame)
+        generic.send_frame(frame)
         if answered:
             got = lane.answer()
             assert got == generic.answer(), frame[:60]
@@ -193,7 +182,7 @@ def test_log_append_time_is_stamped_by_both(brokers: list[BrokerProcess]) -> Non
         frame = produce(version, version, [("stamped", 0, batch([b"s%d" % version]))])
         answers = []
         for conn in (lane, generic):
-            conn.send(frame)
+            conn.send_frame(frame)
             _correlation, answer = decode_response(PRODUCE, version, conn.answer())
             entry = answer.responses[0].partition_responses[0]
             assert entry.error_code == 0
@@ -211,7 +200,7 @@ def test_frames_too_short_for_an_api_key_are_refused_as_before(
     the connection closed) on both brokers, never an unexpected error in the lane."""
     for proc in brokers:
         conn = Connection(proc.port)
-        conn.send(struct.pack(">i", len(frame)) + frame)
+        conn.send_frame(struct.pack(">i", len(frame)) + frame)
         with pytest.raises(ConnectionError):
             conn.answer()
     deadline = time.monotonic() + 10

@@ -139,6 +139,17 @@ def _uvarint(buffer: Any, position: int) -> tuple[int, int]:
     raise ValueError("varint too long")
 
 
+def _length(
+    buffer: Any, position: int, flexible: bool, legacy: struct.Struct
+) -> tuple[int, int]:
+    """A string's or bytes' length (-1 for null) and the position after it: compact
+    (varint of length + 1) in flexible versions, else ``legacy`` (int16 or int32)."""
+    if flexible:
+        length, position = _uvarint(buffer, position)
+        return length - 1, position
+    return legacy.unpack_from(buffer, position)[0], position + legacy.size
+
+
 def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LoneProduce | None:
     """The body at ``offset`` of a writable Produce frame when it is the commonest shape:
     no transactional id, one topic, one partition, a record set that can be a batch, no
@@ -157,12 +168,7 @@ def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LonePro
         position = _after_one_element(frame, position + 6, flexible)
         if position < 0:
             return None
-        if flexible:
-            length, position = _uvarint(frame, position)
-            length -= 1
-        else:
-            length = _INT16.unpack_from(frame, position)[0]
-            position += 2
+        length, position = _length(frame, position, flexible, _INT16)
         if length <= 0:
             return None
         raw = bytes(frame[position : position + length])
@@ -180,12 +186,7 @@ def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LonePro
             return None
         partition = _INT32.unpack_from(frame, position)[0]
         position += 4
-        if flexible:
-            length, position = _uvarint(frame, position)
-            length -= 1
-        else:
-            length = _INT32.unpack_from(frame, position)[0]
-            position += 4
+        length, position = _length(frame, position, flexible, _INT32)
         if length < _SMALLEST_BATCH:
             return None
         end = position + length
