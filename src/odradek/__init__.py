@@ -12,8 +12,10 @@ def _keep_hypothesis_out_of_the_working_directory() -> None:
     hypothesis caches a Unicode table under ``./.hypothesis`` of whatever directory the
     process started in: every broker or CLI started somewhere new spent ~4 s of CPU
     rebuilding it and left a ``.hypothesis/`` folder behind. Point that cache at one
-    per-user directory instead, and skip hypothesis's plugins. A test run that imported
-    hypothesis itself keeps its own settings."""
+    per-user directory instead, and skip hypothesis's plugins. A process that imported
+    hypothesis before odradek keeps its own settings; pytest's hypothesis plugin does not
+    import it first, so test runs use this directory too, example database included: a
+    failing example one checkout saved is replayed by every checkout of the same user."""
     if "hypothesis" in sys.modules:
         return
     # Nor run the "hypothesis" entry points of every installed package on import: trio's

@@ -91,10 +91,23 @@ class BrokerProcess:
         log_file.close()
         try:
             wait_for_port(self.port, timeout, self.proc, self.host)
+            # The broker opens its listeners one after the other: a test may use any.
+            for host, port in self.other_listeners():
+                wait_for_port(port, timeout, self.proc, host)
         except Exception:
             self.kill()
             raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None
         return self
+
+    def other_listeners(self) -> list[tuple[str, int]]:
+        """(host, port) of every listener in the ``listeners`` override but ``self.port``."""
+        found = []
+        for entry in self.overrides.get("listeners", "").split(","):
+            _name, _, address = entry.strip().partition("://")
+            host, _, port = address.rpartition(":")
+            if port.isdigit() and int(port) not in (0, self.port):
+                found.append((host if host not in ("", "0.0.0.0") else "127.0.0.1", int(port)))
+        return found
 
     def stop(self, timeout: float = 30.0) -> int:
         """Graceful shutdown (SIGTERM); returns the exit code."""
