@@ -694,22 +694,19 @@ class _Connection(asyncio.BufferedProtocol):
         large = len(frame) > _OFFLOAD_FRAME
         server = self._server
         lane = server.produce_lane
+        handling = None
         if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:  # Produce
             accepted = lane.accept(memoryview(frame), server.api_versions)
             if accepted is not None:
                 ctx = self._request_context(accepted[0], received_at)
-                if not large:
-                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
-                _LargeRequests.begin()
-                try:
-                    return await self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
-                finally:
-                    _LargeRequests.end()
+                handling = self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
+        if handling is None:
+            handling = self._handle_decoded(frame, received_at, large=large)
         if not large:
-            return await self._handle_decoded(frame, received_at, large=False)
+            return await handling
         _LargeRequests.begin()
         try:
-            return await self._handle_decoded(frame, received_at, large=True)
+            return await handling
         finally:
             _LargeRequests.end()
 
@@ -817,11 +814,9 @@ class _Connection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             raise
         except Exception:
-            try:
+            try:  # the generic answer to a failed handler lists the request's partitions
                 _header, request = decode_request(frame, self._server.api_versions)
             except DecodeError:
-                request = None
-            if request is None:
                 self._log.exception("produce lane failed on connection %s", self.connection_id)
                 return _Close("handler failed for a Produce request")
             return self._handler_failed(ctx, request)

@@ -15,10 +15,10 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FIRST_FLEXIBLE", "encode_produce_response"]
+__all__ = ["FIRST_FLEXIBLE", "VERSIONS", "encode_produce_response"]
 
 FIRST_FLEXIBLE = 9  # Produce v9+: compact arrays and strings, tagged fields (KIP-482)
-_VERSIONS = range(3, 12)
+VERSIONS = range(3, 12)  # the Produce versions written here
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -56,7 +56,7 @@ def encode_produce_response(
     ``index``, ``error_code``, ``base_offset``, optional ``log_append_time`` (ms, None
     for -1), ``log_start_offset`` and ``error_message``.
     """
-    if api_version not in _VERSIONS:
+    if api_version not in VERSIONS:
         return None
     if len(responses) == 1 and len(responses[0][1]) == 1:
         entry = responses[0][1][0]

@@ -67,8 +67,8 @@ _RECENT_BATCHES = 16
 # Appends of at least this many bytes reserve disk blocks ahead of themselves
 # (storage.preallocation): a few fallocate calls instead of the file system's reservation
 # per write. Smaller appends (most partitions) never do, so idle and small partitions
-# hold no reserved blocks. The reservation reaches at most as far again as the segment's
-# own size (so an active segment at most doubles its disk use), nor past segment.bytes.
+# hold no reserved blocks. The reservation reaches past the append by the larger of eight
+# such appends and the segment's own size, at most 64 MiB and never past segment.bytes.
 _PREALLOCATE_MIN_APPEND = 64 * 1024
 _PREALLOCATE_APPENDS_AHEAD = 8
 _PREALLOCATE_MAX_AHEAD = 64 * 1024 * 1024
@@ -564,13 +564,16 @@ class LogSegment:
 
     def _reserve_blocks(self, fd: int, start: int, length: int) -> None:
         end = start + length
-        ahead = min(
-            max(end, _PREALLOCATE_APPENDS_AHEAD * length),
-            _PREALLOCATE_MAX_AHEAD,
-            self.config.segment_bytes - end,
+        ahead = max(
+            0,
+            min(
+                max(end, _PREALLOCATE_APPENDS_AHEAD * length),
+                _PREALLOCATE_MAX_AHEAD,
+                self.config.segment_bytes - end,
+            ),
         )
-        if preallocate(fd, start, length + max(ahead, 0)):
-            self._allocated = end + max(ahead, 0)
+        if preallocate(fd, start, length + ahead):
+            self._allocated = end + ahead
 
     def _release_reserved_blocks(self) -> None:
         """Give back the blocks reserved beyond the end (the segment stops growing)."""

@@ -28,7 +28,7 @@ from odradek.broker.handlers.produce import (
 from odradek.broker.replica_manager import AppendResult
 from odradek.protocol.headers import parse_request_header
 from odradek.protocol.produce_request import LoneProduce, read_lone_produce
-from odradek.protocol.produce_response import FIRST_FLEXIBLE, encode_produce_response
+from odradek.protocol.produce_response import FIRST_FLEXIBLE, VERSIONS, encode_produce_response
 from odradek.protocol.versions import PRODUCE
 
 if TYPE_CHECKING:
@@ -37,9 +37,6 @@ if TYPE_CHECKING:
     from odradek.protocol.headers import RequestHeader
 
 __all__ = ["ProduceLane"]
-
-_ANSWERED_VERSIONS = range(3, 12)  # what encode_produce_response writes
-
 
 class ProduceLane:
     """Decides per frame whether it can answer it; see the module docstring."""
@@ -70,7 +67,7 @@ class ProduceLane:
             header.api_key != PRODUCE
             or bounds is None
             or not bounds[0] <= version <= bounds[1]
-            or version not in _ANSWERED_VERSIONS
+            or version not in VERSIONS  # what encode_produce_response writes
         ):
             return None
         lone = read_lone_produce(frame, offset, version >= FIRST_FLEXIBLE)
