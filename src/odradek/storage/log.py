@@ -56,8 +56,9 @@ from odradek.records.header import (
     set_partition_leader_epoch,
 )
 from odradek.records.validation import uncompressed_limit
-from odradek.storage import flush_stats
+from odradek.storage import log_flush
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
+from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
@@ -1231,81 +1232,10 @@ class Log:
                 break
         return found
 
-    # -- durability --------------------------------------------------------------------
+    # -- durability (log_flush.py) -----------------------------------------------------
 
-    def flush(self, up_to: int | None = None) -> None:
-        """fsync every segment holding offsets below ``up_to`` (default: the log end
-        offset) and advance the recovery point to it. The fsyncs run outside the log's
-        lock: call this from a thread, appends carry on meanwhile."""
-        with self._lock:
-            if self._closed:
-                return
-            if self._metadata_pending:
-                self._write_pending_metadata_locked()
-            if self._created_unsynced:
-                if self._log_end_offset == 0 and self.log_start_offset == 0:
-                    self._last_flush_ms = self._now_ms()
-                    return  # lost in a crash, the empty log is created again on hosting
-                self._created_unsynced = False
-            target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-            index = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
-            segments = [s for s in self._segments[index:] if s.base_offset < target]
-            if target <= self.recovery_point:
-                segments = []
-            rolled = [s for s in self._rolled_unflushed if s.base_offset < target]
-            for segment in rolled:
-                if segment not in segments:
-                    segments.insert(0, segment)
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            metadata_unsynced, self._metadata_unsynced = self._metadata_unsynced, False
-        started = time.monotonic()
-        for segment in segments:
-            segment.flush()
-        try:
-            if metadata_unsynced:
-                _fsync_file(self._partition_metadata.path)
-            if dir_dirty:
-                _fsync_dir(self.directory)
-        except FileNotFoundError:
-            return  # the log was deleted meanwhile
-        if self._log_end_offset > self.log_start_offset:
-            # Entries appended without fsync become durable before the recovery point
-            # passes their data: recovery trusts the checkpoint below it (see _recover).
-            # An empty log's entries need none (nothing an epoch could be asked about).
-            try:
-                self.leader_epoch_cache.sync()
-            except FileNotFoundError:
-                return  # the log was deleted meanwhile
-        if flush_stats.observer is not None and (segments or dir_dirty):
-            flush_stats.observer(time.monotonic() - started)
-        with self._lock:
-            self._rolled_unflushed = [s for s in self._rolled_unflushed if s not in rolled]
-            self.recovery_point = max(self.recovery_point, min(target, self._log_end_offset))
-            self._last_flush_ms = self._now_ms()
-
-    def maybe_flush(self) -> bool:
-        """Flush if flush.messages or flush.ms says so, or a rolled segment awaits its
-        fsync (Kafka flushes a segment when it is rolled). True if anything was flushed."""
-        with self._lock:
-            if self._closed:
-                return False
-            unflushed = self._log_end_offset - self.recovery_point
-            due = unflushed > 0 and (
-                unflushed >= self.config.flush_messages
-                or self._now_ms() - self._last_flush_ms >= self.config.flush_ms
-            )
-            up_to = None if due else self._segments[-1].base_offset
-            idle = not due and not self._rolled_unflushed
-            has_data = self._log_end_offset > self.log_start_offset
-        if idle:
-            if has_data:
-                # Off the event loop and the log's lock: the file follows leader changes
-                # between flushes (no fsync; the flush moving the recovery point syncs it).
-                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
-                    self.leader_epoch_cache.write_unsynced()
-            return False
-        self.flush(up_to)
-        return True
+    flush = log_flush.flush
+    maybe_flush = log_flush.maybe_flush
 
     # -- retention and log start offset ------------------------------------------------
 
@@ -1487,13 +1417,13 @@ class Log:
                 raise ValueError("the active segment cannot be replaced")
             new_segment.flush()
             new_segment.change_file_suffix(SWAP_SUFFIX)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self._delete_segments(old_segments, self._now_ms())
             new_segment.change_file_suffix("")
             new_segment.config = self.config
             self._segments[first : first + len(old_segments)] = [new_segment]
             self._bases[first : first + len(old_segments)] = [new_segment.base_offset]
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     # -- topic id ----------------------------------------------------------------------
 
@@ -1578,18 +1508,3 @@ class Log:
             f"end={self._log_end_offset}, segments={len(self._segments)})"
         )
 
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
