@@ -56,7 +56,7 @@ from odradek.records.header import (
     set_partition_leader_epoch,
 )
 from odradek.records.validation import uncompressed_limit
-from odradek.storage import log_flush
+from odradek.storage import log_flush, log_retention
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
@@ -75,6 +75,7 @@ from odradek.storage.errors import (
 )
 from odradek.storage.file_region import FileRegion
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
+from odradek.storage.log_retention import delete_segments, remove_due_deletes
 from odradek.storage.partition_metadata import PartitionMetadataFile
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -1237,109 +1238,10 @@ class Log:
     flush = log_flush.flush
     maybe_flush = log_flush.maybe_flush
 
-    # -- retention and log start offset ------------------------------------------------
+    # -- retention and log start offset (log_retention.py) -------------------------------
 
-    def _retention_bound(self) -> int:
-        hw = self.high_watermark
-        return self._log_end_offset if hw is None else min(hw, self._log_end_offset)
-
-    def delete_retained_segments(self) -> int:
-        """Delete the oldest segments beyond retention.ms or retention.bytes (when
-        cleanup.policy has delete) or wholly below the log start offset; returns the count.
-
-        Kafka's deletableSegments rule: oldest first while a rule holds, never a segment
-        reaching above the high watermark, never an empty active segment. A non-empty
-        active segment is deleted too when it breaches retention (a quiet topic past
-        retention.ms, or retention.bytes 0): a new empty segment is rolled at the log
-        end offset first, as a log always keeps one, and the log start offset becomes
-        the log end offset. Files are renamed ``.deleted`` and removed after
-        file.delete.delay.ms."""
-        with self._lock:
-            if self._closed:
-                return 0
-            now_ms = self._now_ms()
-            config = self.config
-            bound = self._retention_bound()
-            segments = self._segments
-            # The segments any rule may reach: all but an empty active one.
-            eligible = len(segments) if segments[-1].size > 0 else len(segments) - 1
-            count = 0
-
-            def upper(i: int) -> int:  # the offset segment i ends before
-                return self._bases[i + 1] if i + 1 < len(self._bases) else self._log_end_offset
-
-            # Wholly below the log start offset (never the active segment).
-            while count < len(segments) - 1 and self._bases[count + 1] <= self.log_start_offset:
-                count += 1
-            if config.delete and config.retention_ms >= 0:
-                i = 0
-                while i < eligible and (
-                    now_ms - segments[i].largest_timestamp() > config.retention_ms
-                ):
-                    i += 1
-                count = max(count, i)
-            if config.delete and config.retention_bytes >= 0:
-                excess = sum(s.size for s in segments) - config.retention_bytes
-                i = 0
-                while i < eligible and excess - segments[i].size >= 0:
-                    excess -= segments[i].size
-                    i += 1
-                count = max(count, i)
-            while count > 0 and upper(count - 1) > bound:
-                count -= 1
-            if count:
-                if count == len(segments):
-                    self._roll(self._log_end_offset, now_ms)
-                doomed = self._segments[:count]
-                self._delete_segments(doomed, now_ms)
-                del self._segments[:count]
-                del self._bases[:count]
-                new_start = self._segments[0].base_offset
-                if new_start > self.log_start_offset:
-                    self._set_log_start_offset(new_start)
-            self._remove_due_deletes(now_ms)
-            return count
-
-    def maybe_increment_log_start_offset(self, new_offset: int) -> None:
-        """DeleteRecords: move the log start offset up (never above the high watermark).
-        The segments now wholly below it go at the next retention run."""
-        with self._lock:
-            self._check_open()
-            bound = self._retention_bound()
-            if new_offset > bound:
-                raise OffsetOutOfRangeError(
-                    f"cannot move the log start offset of {self.topic}-{self.partition} to "
-                    f"{new_offset}: above the high watermark {bound}"
-                )
-            if new_offset > self.log_start_offset:
-                self._set_log_start_offset(new_offset)
-
-    def _set_log_start_offset(self, offset: int) -> None:
-        self.log_start_offset = offset
-        self._truncate_epochs(self._log_end_offset, offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
-
-    def _delete_segments(self, segments: list[LogSegment], now_ms: int) -> None:
-        """Rename to ``.deleted`` now; remove the files after file.delete.delay.ms.
-
-        A region already handed out keeps its descriptor, so in-flight reads finish."""
-        due = now_ms + self.config.file_delete_delay_ms
-        for segment in segments:
-            segment.close()
-            segment.change_file_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((due, segment))
-            if segment in self._rolled_unflushed:
-                self._rolled_unflushed.remove(segment)
-        self._dir_dirty = True
-
-    def _remove_due_deletes(self, now_ms: int, *, force: bool = False) -> None:
-        keep: list[tuple[int, LogSegment]] = []
-        for due, segment in self._pending_deletes:
-            if force or due <= now_ms:
-                segment.delete_files()
-            else:
-                keep.append((due, segment))
-        self._pending_deletes = keep
+    delete_retained_segments = log_retention.delete_retained_segments
+    maybe_increment_log_start_offset = log_retention.maybe_increment_log_start_offset
 
     # -- truncation --------------------------------------------------------------------
 
@@ -1362,7 +1264,7 @@ class Log:
             now_ms = self._now_ms()
             first_removed = bisect.bisect_left(self._bases, offset)
             if first_removed < len(self._segments):
-                self._delete_segments(self._segments[first_removed:], now_ms)
+                delete_segments(self, self._segments[first_removed:], now_ms)
                 del self._segments[first_removed:]
                 del self._bases[first_removed:]
             active = self._segments[-1]
@@ -1382,7 +1284,7 @@ class Log:
         with self._lock:
             self._check_open()
             now_ms = self._now_ms()
-            self._delete_segments(list(self._segments), now_ms)
+            delete_segments(self, list(self._segments), now_ms)
             self._segments = []
             self._bases = []
             self._add_segment(LogSegment.create(self.directory, offset, self.config,
@@ -1418,7 +1320,7 @@ class Log:
             new_segment.flush()
             new_segment.change_file_suffix(SWAP_SUFFIX)
             fsync_dir(self.directory)
-            self._delete_segments(old_segments, self._now_ms())
+            delete_segments(self, old_segments, self._now_ms())
             new_segment.change_file_suffix("")
             new_segment.config = self.config
             self._segments[first : first + len(old_segments)] = [new_segment]
@@ -1492,7 +1394,7 @@ class Log:
                                self.directory, exc)  # fmt: skip
             for segment in self._segments:
                 segment.close()
-            self._remove_due_deletes(0, force=True)
+            remove_due_deletes(self, 0, force=True)
             self._closed = True
 
     def delete(self) -> None:
