@@ -29,7 +29,6 @@ flush run outside it so an append never waits for the disk.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import os
 import shutil
@@ -37,7 +36,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,14 +55,13 @@ from odradek.records.header import (
     set_partition_leader_epoch,
 )
 from odradek.records.validation import uncompressed_limit
-from odradek.storage import log_flush, log_retention
+from odradek.storage import log_flush, log_loader, log_retention
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
     CorruptCheckpointError,
-    CorruptIndexError,
     InconsistentTopicIdError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -75,6 +73,7 @@ from odradek.storage.errors import (
 )
 from odradek.storage.file_region import FileRegion
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
+from odradek.storage.log_loader import parse_partition_dir_name, replay_producer_state
 from odradek.storage.log_retention import delete_segments, remove_due_deletes
 from odradek.storage.partition_metadata import PartitionMetadataFile
 from odradek.storage.producer_state import (
@@ -86,13 +85,7 @@ from odradek.storage.producer_state import (
     ProducerStateManager,
 )
 from odradek.storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     BatchEntry,
     LogSegment,
 )
@@ -107,10 +100,6 @@ MAX_TIMESTAMP = -3  # KIP-734
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: no tiered storage here, so same as earliest
 
 NO_TIMESTAMP = -1
-
-_INDEX_SUFFIXES = frozenset((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
-_SWAP_LOG_SUFFIX = LOG_SUFFIX + SWAP_SUFFIX
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 _CODEC_BY_NAME = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _MAX_TIMESTAMP_FIELD = struct.Struct(">q")
@@ -149,14 +138,6 @@ class FetchInfo:
 class _Batch:
     position: int  # within the append buffer
     header: BatchHeader
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int]:
-    """``orders-3`` -> ``("orders", 3)``; ValueError if the name is not ``<topic>-<n>``."""
-    topic, sep, number = name.rpartition("-")
-    if not sep or not topic or not number.isdigit():
-        raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
-    return topic, int(number)
 
 
 def _stamp_timestamp(buf: bytearray, pos: int, header: BatchHeader, *, log_append_time: bool,
@@ -212,7 +193,7 @@ class Log:
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path, load=load)
             self._epoch_cache_lost = False
         except CorruptCheckpointError as exc:
-            # Rebuilt from the batches' leader epochs by a full recovery (see _load).
+            # Rebuilt from the batches' leader epochs by a full recovery (see log_loader.load).
             logger.warning("%s; rebuilding it from the log", exc)
             os.unlink(epoch_path)
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
@@ -287,7 +268,7 @@ class Log:
             listing=listing,
         )  # fmt: skip
         with log._lock:
-            log._load(recovery_point, log_start_offset, clean_shutdown, segment_sizes)
+            log_loader.load(log, recovery_point, log_start_offset, clean_shutdown, segment_sizes)
             if topic_id is not None:
                 log._topic_id = topic_id
         return log
@@ -366,70 +347,6 @@ class Log:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _load(
-        self,
-        recovery_point: int,
-        log_start_offset: int,
-        clean_shutdown: bool,
-        segment_sizes: Sequence[tuple[int, int]] | None,
-    ) -> None:
-        if self._epoch_cache_lost:
-            recovery_point, clean_shutdown = 0, False
-        now_ms = self._now_ms()
-        self._last_flush_ms = now_ms
-        listing, self._listing = self._listing, None
-        bases = self._clean_directory(now_ms, listing)
-        self._segments = [
-            LogSegment.open(self.directory, base, self.config, now_ms=now_ms) for base in bases
-        ]
-        self._bases = list(bases)
-        if clean_shutdown and self._segments:
-            changed = self._changed_since_shutdown(segment_sizes)
-            if changed is not None:
-                # As in Kafka, a clean shutdown lets recovery be skipped only while the
-                # log is as the shutdown left it, checked here against the sizes it
-                # recorded. Otherwise recover, or the log end offset would point past a
-                # torn batch: appends acknowledged after it could not be read, and a
-                # later crash recovery would cut them off.
-                offset, reason = changed
-                logger.warning(
-                    "%s: not trusting the clean shutdown: %s; recovering from offset %d",
-                    self.directory.name, reason, offset,
-                )  # fmt: skip
-                clean_shutdown = False
-                recovery_point = min(recovery_point, offset)
-        if not self._segments:
-            # A new log never written (its .log is made on first use, see create_new), or
-            # one whose files were lost: an empty segment, again without a file yet, so a
-            # restart with 10,000 idle partitions creates no file.
-            start = max(log_start_offset, 0)
-            self._add_segment(
-                LogSegment.create(self.directory, start, self.config, now_ms=now_ms,
-                                  keep_open=False)
-            )  # fmt: skip
-            self._created_unsynced = True
-            self._log_end_offset = start
-            recover_from = start
-        elif clean_shutdown and self._trust_recovery_point(recovery_point):
-            self._log_end_offset = recovery_point
-            recover_from = recovery_point
-        elif clean_shutdown:
-            self._log_end_offset = self._segments[-1].read_next_offset()
-            recover_from = self._log_end_offset
-        else:
-            recover_from = self._recover(recovery_point)
-        leo = self._log_end_offset
-        self.log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), leo)
-        self.recovery_point = min(recovery_point, leo) if not clean_shutdown else leo
-        self._truncate_epochs(leo, self.log_start_offset)
-        # The listing is current unless recovery changed the directory.
-        self.producer_state.load(self.log_start_offset, leo, listing if clean_shutdown else None)
-        if self.producer_state.map_end_offset > recover_from:
-            # Crash: the transaction index of recovered segments may miss aborts, so the
-            # producer state must be replayed over them from a snapshot at or below.
-            self.producer_state.truncate_and_reload(self.log_start_offset, recover_from)
-        self._replay_producer_state(recover_from)
-
     def _truncate_epochs(self, end_offset: int, start_offset: int) -> None:
         """Drop epoch entries outside the log; only when some are (each change fsyncs)."""
         cache = self.leader_epoch_cache
@@ -439,258 +356,6 @@ class Log:
         earliest = cache.earliest_entry()
         if earliest is not None and earliest[1] < start_offset:
             cache.truncate_from_start(start_offset)
-
-    def _clean_directory(self, now_ms: int, listing: list[str] | None = None) -> list[int]:
-        """Finish or undo interrupted operations; return the segment base offsets.
-
-        Runs on every open, once per file of the directory: kept to string slicing."""
-        directory = str(self.directory)
-        logs: set[int] = set()
-        swaps: list[int] = []
-        indexes: list[tuple[int, str]] = []
-        for name in os.listdir(directory) if listing is None else listing:
-            stem = name[:20]
-            if len(name) <= 20 or name[20] != "." or not stem.isdigit():
-                continue  # not a segment file (checkpoints, partition.metadata, ...)
-            suffix = name[20:]
-            if suffix == LOG_SUFFIX:
-                logs.add(int(stem))
-            elif suffix in _INDEX_SUFFIXES:
-                indexes.append((int(stem), name))
-            elif suffix == _SWAP_LOG_SUFFIX:
-                swaps.append(int(stem))
-            elif suffix.endswith(_LEFTOVER_SUFFIXES):
-                # A deletion that was pending, a compaction that never reached .swap, or
-                # a temporary file of an interrupted atomic write.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, name))
-        for base in sorted(swaps):
-            self._complete_swap(base, logs, now_ms)
-        for base, name in indexes:
-            if base not in logs:
-                (self.directory / name).unlink(missing_ok=True)  # orphan of a deleted log
-        return sorted(logs)
-
-    def _complete_swap(self, base: int, logs: set[int], now_ms: int) -> None:
-        """A compaction result was ready: replace the segments it covers (crash-safe redo)."""
-        swap = LogSegment.open(self.directory, base, self.config, now_ms=now_ms,
-                               file_suffix=SWAP_SUFFIX)  # fmt: skip
-        # Its indexes are rebuilt from the data; the txn index is kept.
-        swap.offset_index.delete()
-        swap.time_index.delete()
-        swap.recover()
-        next_offset = swap.read_next_offset()
-        for old in sorted(logs):
-            if base <= old < max(next_offset, base + 1):
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                    (self.directory / f"{old:020d}{suffix}").unlink(missing_ok=True)
-                logs.discard(old)
-        swap.change_file_suffix("")
-        swap.close()
-        logs.add(base)
-
-    def _changed_since_shutdown(
-        self, recorded: Sequence[tuple[int, int]] | None
-    ) -> tuple[int, str] | None:
-        """``(offset to recover from, why)`` if the segment files are not exactly the
-        ``(base offset, size)`` list recorded at the clean shutdown; None if they are.
-
-        Costs one stat per segment and reads no data."""
-        segments = self._segments
-        if recorded is None:
-            return segments[-1].base_offset, "no segment sizes recorded at shutdown"
-        for i, segment in enumerate(segments):
-            if i >= len(recorded) or recorded[i][0] != segment.base_offset:
-                name = segment.log_path.name
-                return segment.base_offset, f"segment files differ from {name} on"
-            size, expected = segment.size, recorded[i][1]
-            if size != expected:
-                name = segment.log_path.name
-                return segment.base_offset, f"{name} is {size} bytes, {expected} at shutdown"
-        if len(recorded) > len(segments):
-            name = segments[-1].log_path.name
-            return segments[-1].base_offset, f"segment files after {name} are missing"
-        return None
-
-    def _trust_recovery_point(self, recovery_point: int) -> bool:
-        """After a clean shutdown the recovery point is the log end offset; check it
-        against what costs no log read (the active segment's base, size and last index
-        entry) before trusting it."""
-        active = self._segments[-1]
-        if recovery_point < active.base_offset:
-            return False
-        if recovery_point == active.base_offset:
-            return active.size == 0
-        try:
-            active.offset_index.sanity_check()
-            if active.offset_index.last_offset >= recovery_point:
-                return False
-        except CorruptIndexError:
-            return False
-        return active.size > 0
-
-    def _recover(self, recovery_point: int) -> int:
-        """Validate everything from the recovery point on; return where that started."""
-        start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        recover_from = max(recovery_point, self._segments[start].base_offset)
-        cache = self.leader_epoch_cache
-
-        def on_batch(header: BatchHeader, _batch: memoryview) -> None:
-            epoch = header.partition_leader_epoch
-            latest = cache.latest_epoch()
-            if epoch >= 0 and (latest is None or epoch > latest):
-                cache.assign(epoch, header.base_offset, sync=False)  # synced by a flush
-
-        cache.truncate_from_end(recover_from)
-        self._check_epochs_below(recover_from)
-        index = start
-        to_recover = len(self._segments) - start
-        while index < len(self._segments):
-            segment = self._segments[index]
-            # Kafka's LogLoader line: a big log's recovery shows which segment it is on.
-            logger.info(
-                "Recovering unflushed segment %d. %d/%d recovered for %s.",
-                segment.base_offset, index - start, to_recover, self.directory.name,
-            )  # fmt: skip
-            self.segments_recovered += 1
-            truncated = segment.recover(
-                on_batch, from_offset=recover_from if index == start else None
-            )
-            try:
-                segment.txn_index.truncate_to(segment.read_next_offset())
-            except CorruptIndexError as exc:
-                logger.warning("%s: %s; rebuilding it", self.directory.name, exc)
-                segment.reset_txn_index()
-            if truncated:
-                logger.warning(
-                    "%s: truncated %d invalid bytes at the end of %s",
-                    self.directory.name, truncated, segment.log_path.name,
-                )  # fmt: skip
-                for later in self._segments[index + 1 :]:
-                    later.delete_files()
-                del self._segments[index + 1 :]
-                del self._bases[index + 1 :]
-                break
-            index += 1
-        # A segment emptied by recovery stays as the active one (its base is still the
-        # log end offset), like Kafka.
-        last = self._segments[-1]
-        self._log_end_offset = max(last.read_next_offset(), last.base_offset)
-        self._dir_dirty = True
-        return recover_from
-
-    def _check_epochs_below(self, recover_from: int) -> None:
-        """Rebuild the epoch cache from the batches below ``recover_from`` unless it
-        covers the last of them with its epoch.
-
-        Entries are written without fsync on the append path and synced before the
-        recovery point passes them, so after a process crash the checkpoint holds every
-        entry below it; after a power cut the unsynced file may instead be the synced
-        one (as good), empty or torn (a torn one fails to parse: full recovery). An empty
-        or otherwise stale file is caught here by one batch's epoch and rebuilt by a scan
-        of the batch headers (no record is read)."""
-        if recover_from <= self._segments[0].base_offset:
-            return  # nothing below (a full recovery rebuilds every entry from the batches)
-        try:
-            last = self._last_header_below(recover_from)
-            if last is None or last.partition_leader_epoch < 0:
-                return
-            found = self.leader_epoch_cache.epoch_for_offset(last.base_offset)
-            if found == last.partition_leader_epoch:
-                return
-            why = f"offset {last.base_offset} has epoch {last.partition_leader_epoch}, " \
-                  f"the checkpoint says {found}"  # fmt: skip
-        except (StorageError, CorruptIndexError, OSError) as exc:
-            why = f"cannot check it: {exc}"
-        logger.warning(
-            "%s: leader epoch checkpoint is stale (%s); rebuilding it from the batches "
-            "below offset %d", self.directory.name, why, recover_from,
-        )  # fmt: skip
-        self.leader_epoch_cache.replace_entries(self._epochs_of_batches_below(recover_from))
-
-    def _last_header_below(self, offset: int) -> BatchHeader | None:
-        """The header of the last batch based below ``offset`` (data trusted there)."""
-        index = bisect.bisect_right(self._bases, offset - 1) - 1
-        while index >= 0:
-            segment = self._segments[index]
-            # The index below the recovery point is trusted, as segment.recover does.
-            segment.offset_index.sanity_check()
-            _, position = segment.offset_index.lookup(offset - 1)
-            last: BatchHeader | None = None
-            for _pos, header in segment.iter_batches(position):
-                if header.base_offset >= offset:
-                    break
-                last = header
-                if header.next_offset >= offset:
-                    break  # the bytes after it are not trusted yet
-            if last is not None:
-                return last
-            index -= 1  # a segment emptied below the offset (compaction): look earlier
-        return None
-
-    def _epochs_of_batches_below(self, offset: int) -> list[tuple[int, int]]:
-        """``(epoch, start offset)`` of every epoch change among the batches below
-        ``offset``, from their headers."""
-        entries: list[tuple[int, int]] = []
-        for segment in self._segments:
-            if segment.base_offset >= offset:
-                break
-            for _pos, header in segment.iter_batches():
-                if header.base_offset >= offset:
-                    break
-                epoch = header.partition_leader_epoch
-                if epoch >= 0 and (not entries or epoch > entries[-1][0]):
-                    entries.append((epoch, header.base_offset))
-                if header.next_offset >= offset:
-                    break  # the bytes after it are not trusted yet
-        return entries
-
-    def _iter_batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Every batch whose last offset is >= ``offset``, across segments."""
-        start = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        first = True
-        for segment in self._segments[start:]:
-            position = 0
-            if first:
-                found = segment.translate_offset(offset)
-                if found is None:
-                    continue
-                position = found[0]
-                first = False
-            for pos, header in segment.iter_batches(position):
-                yield segment, pos, header
-
-    def _replay_producer_state(self, index_aborts_from: int) -> None:
-        """Bring producer state from its snapshot up to the log end offset.
-
-        Aborted transactions completed at or after ``index_aborts_from`` are (re)added to
-        the transaction index of the segment holding their marker.
-        """
-        state = self.producer_state
-        if state.map_end_offset >= self._log_end_offset:
-            return
-        for segment, pos, header in self._iter_batches_from(state.map_end_offset):
-            if header.producer_id < 0:
-                state.update(header, header.base_offset)
-                continue
-            batch = segment.read_bytes(pos, header.size) if header.is_control else None
-            completed = state.update(header, header.base_offset, -1, batch)
-            if (
-                completed is not None
-                and completed.is_aborted
-                and completed.last_offset >= index_aborts_from
-            ):
-                txn_index = segment.txn_index
-                indexed = txn_index.last_offset
-                if indexed is None or indexed < completed.last_offset:
-                    txn_index.append(
-                        AbortedTxn(
-                            completed.producer_id,
-                            completed.first_offset,
-                            completed.last_offset,
-                            completed.last_stable_offset,
-                        )
-                    )
 
     # -- properties --------------------------------------------------------------------
 
@@ -1275,7 +940,7 @@ class Log:
             self._dir_dirty = True
             self.leader_epoch_cache.truncate_from_end(new_end)
             self.producer_state.truncate_and_reload(self.log_start_offset, new_end)
-            self._replay_producer_state(new_end)
+            replay_producer_state(self, new_end)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the (empty) log at ``offset``."""
