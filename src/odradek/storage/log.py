@@ -55,7 +55,7 @@ from odradek.records.header import (
     set_partition_leader_epoch,
 )
 from odradek.records.validation import uncompressed_limit
-from odradek.storage import log_flush, log_loader, log_retention
+from odradek.storage import log_flush, log_loader, log_retention, log_truncation
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
@@ -73,7 +73,7 @@ from odradek.storage.errors import (
 )
 from odradek.storage.file_region import FileRegion
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
-from odradek.storage.log_loader import parse_partition_dir_name, replay_producer_state
+from odradek.storage.log_loader import parse_partition_dir_name
 from odradek.storage.log_retention import delete_segments, remove_due_deletes
 from odradek.storage.partition_metadata import PartitionMetadataFile
 from odradek.storage.producer_state import (
@@ -908,57 +908,10 @@ class Log:
     delete_retained_segments = log_retention.delete_retained_segments
     maybe_increment_log_start_offset = log_retention.maybe_increment_log_start_offset
 
-    # -- truncation --------------------------------------------------------------------
+    # -- truncation (log_truncation.py) ------------------------------------------------
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove everything at or after ``offset`` (a follower diverged from its leader).
-
-        A batch containing ``offset`` is removed whole; the log end offset becomes
-        ``offset`` or that batch's base offset if lower. Indexes, leader epoch cache
-        and producer state follow.
-        """
-        if offset < 0:
-            raise ValueError(f"cannot truncate to negative offset {offset}")
-        with self._lock:
-            self._check_open()
-            if offset >= self._log_end_offset:
-                return
-            if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
-                self.truncate_fully_and_start_at(offset)
-                return
-            now_ms = self._now_ms()
-            first_removed = bisect.bisect_left(self._bases, offset)
-            if first_removed < len(self._segments):
-                delete_segments(self, self._segments[first_removed:], now_ms)
-                del self._segments[first_removed:]
-                del self._bases[first_removed:]
-            active = self._segments[-1]
-            cut = active.truncate_to(offset, now_ms)
-            new_end = offset if cut is None else min(offset, cut)
-            self._log_end_offset = new_end
-            self.recovery_point = min(self.recovery_point, new_end)
-            self._dir_dirty = True
-            self.leader_epoch_cache.truncate_from_end(new_end)
-            self.producer_state.truncate_and_reload(self.log_start_offset, new_end)
-            replay_producer_state(self, new_end)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment and restart the (empty) log at ``offset``."""
-        if offset < 0:
-            raise ValueError(f"cannot restart a log at negative offset {offset}")
-        with self._lock:
-            self._check_open()
-            now_ms = self._now_ms()
-            delete_segments(self, list(self._segments), now_ms)
-            self._segments = []
-            self._bases = []
-            self._add_segment(LogSegment.create(self.directory, offset, self.config,
-                                                now_ms=now_ms))  # fmt: skip
-            self._log_end_offset = offset
-            self.log_start_offset = offset
-            self.recovery_point = offset
-            self.leader_epoch_cache.clear()
-            self.producer_state.truncate_fully_and_start_at(offset)
+    truncate_to = log_truncation.truncate_to
+    truncate_fully_and_start_at = log_truncation.truncate_fully_and_start_at
 
     # -- compaction support ------------------------------------------------------------
 
