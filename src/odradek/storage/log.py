@@ -28,7 +28,6 @@ flush run outside it so an append never waits for the disk.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import shutil
@@ -37,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.records.errors import CorruptRecordError
@@ -54,8 +53,8 @@ from odradek.records.header import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from odradek.records.validation import uncompressed_limit
-from odradek.storage import log_flush, log_loader, log_retention, log_truncation
+from odradek.records.validation import NO_TIMESTAMP, uncompressed_limit
+from odradek.storage import log_flush, log_loader, log_read, log_retention, log_truncation
 from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
@@ -64,14 +63,12 @@ from odradek.storage.errors import (
     CorruptCheckpointError,
     InconsistentTopicIdError,
     InvalidRecordError,
-    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
-from odradek.storage.file_region import FileRegion
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
 from odradek.storage.log_loader import parse_partition_dir_name
 from odradek.storage.log_retention import delete_segments, remove_due_deletes
@@ -93,14 +90,6 @@ from odradek.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
-# ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3  # KIP-734
-EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: no tiered storage here, so same as earliest
-
-NO_TIMESTAMP = -1
-
 _CODEC_BY_NAME = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _MAX_TIMESTAMP_FIELD = struct.Struct(">q")
 _ATTRIBUTES_FIELD = struct.Struct(">h")
@@ -120,18 +109,6 @@ class AppendInfo:
     log_start_offset: int
     records_count: int
     duplicate: bool = False
-
-
-@dataclass
-class FetchInfo:
-    """Whole batches of a read, as regions of segment files (one per segment touched)."""
-
-    regions: list[FileRegion] = field(default_factory=list)
-    size: int = 0
-    first_offset: int = -1  # base offset of the first batch returned, -1 when empty
-
-    def read_bytes(self) -> bytes:
-        return b"".join(region.read() for region in self.regions)
 
 
 @dataclass
@@ -758,145 +735,16 @@ class Log:
         self._add_segment(segment)
         return segment
 
-    # -- reads -------------------------------------------------------------------------
+    # -- reads (log_read.py) -----------------------------------------------------------
+    # Bound, not wrapped: Log.read is called once per partition of every Fetch.
 
-    def read(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        max_offset: int | None = None,
-        min_one_batch: bool = True,
-    ) -> FetchInfo:
-        """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them.
-
-        The first batch is returned even if larger than ``max_bytes`` when
-        ``min_one_batch`` (KIP-74). No batch reaching ``max_offset`` (exclusive bound:
-        the high watermark or last stable offset) is returned. A read may span segments; an
-        empty one (all its records removed by the cleaner) does not end it.
-        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
-        """
-        with self._lock:
-            self._check_open()
-            leo = self._log_end_offset
-            if offset < self.log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} is out of range for {self.topic}-{self.partition}: "
-                    f"log start offset {self.log_start_offset}, log end offset {leo}"
-                )
-            upper = leo if max_offset is None else min(max_offset, leo)
-            info = FetchInfo()
-            if offset >= upper:
-                return info
-            remaining = max(max_bytes, 0)
-            index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            for i in range(index, len(self._segments)):
-                segment = self._segments[i]
-                if segment.base_offset >= upper:
-                    break
-                if info.first_offset < 0:
-                    found = segment.translate_offset(offset)
-                    if found is None:
-                        continue  # offset in a gap at the end of this segment
-                    start, first_header = found
-                else:
-                    start, first_header = 0, None
-                segment_end = self._bases[i + 1] if i + 1 < len(self._bases) else leo
-                max_position = segment.size
-                if upper < segment_end:
-                    bound = segment.translate_offset(upper, start)
-                    if bound is not None:
-                        max_position = bound[0]
-                if max_position <= start:
-                    if segment.size == 0:
-                        # Emptied by the cleaner (Kafka swaps in empty cleaned segments
-                        # too): the offsets it covered are gone, the log goes on after it.
-                        continue
-                    break
-                limit = min(max_position, start + remaining)
-                if first_header is not None and start + first_header.size > limit:
-                    end = start  # the first batch alone is over the limit: no scan needed
-                else:
-                    end = segment.batch_end_at_or_before(limit, start)
-                if end == start:
-                    if first_header is None or not min_one_batch:
-                        break
-                    end = start + first_header.size
-                if first_header is not None:
-                    info.first_offset = first_header.base_offset
-                info.regions.append(segment.region(start, end - start))
-                info.size += end - start
-                remaining -= end - start
-                if end < segment.size or remaining <= 0:
-                    break
-            return info
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """ListOffsets: ``(offset, timestamp)`` of the first record with a timestamp >=
-        ``timestamp_ms``, or None when there is none.
-
-        Special values: -1 latest (log end offset), -2 earliest (log start offset), -3
-        the record with the largest timestamp (KIP-734), -4 earliest local (= earliest).
-        """
-        with self._lock:
-            self._check_open()
-            if timestamp_ms in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                return self.log_start_offset, NO_TIMESTAMP
-            if timestamp_ms == LATEST_TIMESTAMP:
-                return self._log_end_offset, NO_TIMESTAMP
-            if timestamp_ms == MAX_TIMESTAMP:
-                latest: LogSegment | None = None
-                for segment in self._segments:
-                    ts = segment.max_timestamp
-                    if ts >= 0 and (latest is None or ts > latest.max_timestamp):
-                        latest = segment  # the first segment holding the largest
-                found = (
-                    None
-                    if latest is None
-                    else latest.find_max_timestamp_record(
-                        uncompressed_limit(self.config.max_message_bytes)
-                    )
-                )
-                if found is not None and found[0] < self.log_start_offset:
-                    return self.log_start_offset, found[1]
-                return found
-            if timestamp_ms < 0:
-                raise ValueError(f"unsupported special timestamp {timestamp_ms}")
-            for i, segment in enumerate(self._segments):
-                if i + 1 < len(self._bases) and self._bases[i + 1] <= self.log_start_offset:
-                    continue  # wholly below the log start: awaiting deletion
-                if segment.max_timestamp < timestamp_ms:
-                    continue
-                found = segment.find_offset_by_timestamp(
-                    timestamp_ms,
-                    self.log_start_offset,
-                    uncompressed_limit(self.config.max_message_bytes),
-                )
-                if found is not None:
-                    return found
-            return None
-
-    # -- transactions ------------------------------------------------------------------
+    read = log_read.read
+    offset_for_timestamp = log_read.offset_for_timestamp
+    collect_aborted_transactions = log_read.collect_aborted_transactions
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (bounds the LSO), or None."""
         return self.producer_state.first_unstable_offset()
-
-    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping ``[start_offset, upper_bound)``, for
-        read_committed fetches."""
-        with self._lock:
-            index = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            segments = self._segments[index:]
-        found: list[AbortedTxn] = []
-        for segment in segments:
-            if segment.base_offset >= upper_bound:
-                break
-            txns, complete = segment.txn_index.collect_until(start_offset, upper_bound)
-            found.extend(txns)
-            if complete:
-                break
-        return found
 
     # -- durability (log_flush.py) -----------------------------------------------------
 
