@@ -31,45 +31,38 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.records.errors import CorruptRecordError
 from odradek.records.header import (
-    ATTRIBUTES_POS,
-    CRC_POS,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
     assigned,
-    check_crc,
-    compute_crc,
-    parse_header,
-    peek_batch_size,
     set_base_offset,
     set_partition_leader_epoch,
 )
-from odradek.records.validation import NO_TIMESTAMP, uncompressed_limit
+from odradek.records.validation import NO_TIMESTAMP
 from odradek.storage import log_flush, log_loader, log_read, log_retention, log_truncation
-from odradek.storage.batch_validation import check_batch_records, decode_bounded
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
-    CorruptBatchError,
     CorruptCheckpointError,
     InconsistentTopicIdError,
-    InvalidRecordError,
-    OutOfOrderSequenceError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
 from odradek.storage.leader_epoch import CHECKPOINT_FILE_NAME, LeaderEpochFileCache
+from odradek.storage.log_append import (
+    AppendInfo,
+    ParsedBatch,
+    check_producers,
+    is_writable,
+    maybe_recompress,
+    parse_batches,
+    stamp_timestamp,
+)
 from odradek.storage.log_loader import parse_partition_dir_name
 from odradek.storage.log_retention import delete_segments, remove_due_deletes
 from odradek.storage.partition_metadata import PartitionMetadataFile
@@ -78,7 +71,6 @@ from odradek.storage.producer_state import (
     ORIGIN_CLIENT,
     ORIGIN_REPLICATION,
     ORIGINS,
-    BatchMetadata,
     ProducerStateManager,
 )
 from odradek.storage.segment import (
@@ -89,52 +81,6 @@ from odradek.storage.segment import (
 from odradek.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
-
-_CODEC_BY_NAME = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_MAX_TIMESTAMP_FIELD = struct.Struct(">q")
-_ATTRIBUTES_FIELD = struct.Struct(">h")
-_CRC_FIELD = struct.Struct(">I")
-_MAX_TIMESTAMP_POS = 35
-
-
-@dataclass
-class AppendInfo:
-    """What an append did (or, for a duplicate, what the original append did)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp_ms: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    records_count: int
-    duplicate: bool = False
-
-
-@dataclass
-class _Batch:
-    position: int  # within the append buffer
-    header: BatchHeader
-
-
-def _stamp_timestamp(buf: bytearray, pos: int, header: BatchHeader, *, log_append_time: bool,
-                     max_timestamp: int) -> None:  # fmt: skip
-    """Set the timestamp type bit and maxTimestamp in place; both are CRC-covered, so
-    the CRC is recomputed over the batch (a C-speed pass, no record decoding)."""
-    attributes = header.attributes
-    if log_append_time:
-        attributes |= TIMESTAMP_TYPE_MASK
-    else:
-        attributes &= ~TIMESTAMP_TYPE_MASK
-    _ATTRIBUTES_FIELD.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
-    _MAX_TIMESTAMP_FIELD.pack_into(buf, pos + _MAX_TIMESTAMP_POS, max_timestamp)
-    _CRC_FIELD.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, header.size))
-
-
-def _is_writable(data: bytes | bytearray | memoryview) -> bool:
-    """A buffer the log may rewrite in place (base offsets, leader epochs, timestamps)."""
-    return isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
-
 
 class Log:
     """The append-only log of one partition. Create with :meth:`Log.open`."""
@@ -423,16 +369,16 @@ class Log:
         """
         if origin not in ORIGINS or origin == ORIGIN_REPLICATION:
             raise ValueError(f"append_as_leader: unsupported origin {origin!r}")
-        buf = batches if _is_writable(batches) else bytearray(batches)
+        buf = batches if is_writable(batches) else bytearray(batches)
         config = self.config
         with self._lock:
             self._check_open()
             now_ms = self._now_ms()
-            parsed = self._parse_batches(buf, leader=True, validate=validate, origin=origin,
-                                         now_ms=now_ms)  # fmt: skip
+            parsed = parse_batches(buf, config, leader=True, validate=validate, origin=origin,
+                                   now_ms=now_ms)  # fmt: skip
             if not parsed:
                 return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0)
-            duplicate = self._check_producers(buf, parsed, origin)
+            duplicate = check_producers(self.producer_state, buf, parsed, origin)
             if duplicate is not None:
                 return AppendInfo(
                     first_offset=duplicate.first_offset,
@@ -444,7 +390,7 @@ class Log:
                     records_count=duplicate.offset_delta + 1,
                     duplicate=True,
                 )
-            buf, parsed = self._maybe_recompress(buf, parsed)
+            buf, parsed = maybe_recompress(buf, parsed, config)
             if len(buf) > config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"append of {len(buf)} bytes exceeds segment.bytes {config.segment_bytes} "
@@ -462,12 +408,12 @@ class Log:
                 set_partition_leader_epoch(buf, pos, leader_epoch)
                 batch_max = header.max_timestamp
                 if log_append_time:
-                    _stamp_timestamp(buf, pos, header, log_append_time=True, max_timestamp=now_ms)
+                    stamp_timestamp(buf, pos, header, log_append_time=True, max_timestamp=now_ms)
                     batch_max = now_ms
                 elif header.is_log_append_time:
                     # A client cannot choose LogAppendTime on a CreateTime topic.
-                    _stamp_timestamp(buf, pos, header, log_append_time=False,
-                                     max_timestamp=batch_max)  # fmt: skip
+                    stamp_timestamp(buf, pos, header, log_append_time=False,
+                                    max_timestamp=batch_max)  # fmt: skip
                 last = next_offset + header.last_offset_delta
                 header = assigned(header, next_offset, leader_epoch, batch_max)
                 batch.header = header
@@ -505,8 +451,8 @@ class Log:
         with self._lock:
             self._check_open()
             now_ms = self._now_ms()
-            parsed = self._parse_batches(buf, leader=False, validate=True,
-                                         origin=ORIGIN_REPLICATION, now_ms=now_ms)  # fmt: skip
+            parsed = parse_batches(buf, self.config, leader=False, validate=True,
+                                   origin=ORIGIN_REPLICATION, now_ms=now_ms)  # fmt: skip
             if not parsed:
                 return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0)
             end = parsed[-1].position + parsed[-1].header.size
@@ -555,114 +501,6 @@ class Log:
                 records_count=records,
             )
 
-    def _parse_batches(
-        self, buf: bytearray, *, leader: bool, validate: bool, origin: str, now_ms: int
-    ) -> list[_Batch]:
-        """Split ``buf`` into batches and apply the per-batch checks of Kafka's LogValidator."""
-        config = self.config
-        parsed: list[_Batch] = []
-        pos = 0
-        end = len(buf)
-        while pos < end:
-            try:
-                size = peek_batch_size(buf, pos)
-                if size is None or pos + size > end:
-                    if not leader:
-                        break  # a fetch response may end in a partial batch
-                    raise CorruptBatchError(
-                        f"{end - pos} trailing bytes at {pos} do not form a whole record batch"
-                    )
-                header = parse_header(buf, pos)
-                if validate:
-                    check_crc(buf, pos, header)
-            except CorruptRecordError as exc:
-                raise CorruptBatchError(str(exc)) from None
-            if leader:
-                if size > config.max_message_bytes:
-                    raise RecordTooLargeError(
-                        f"record batch of {size} bytes is larger than max.message.bytes "
-                        f"{config.max_message_bytes}"
-                    )
-                if (
-                    header.records_count == 0
-                    or header.records_count != header.last_offset_delta + 1
-                ):
-                    raise InvalidRecordError(
-                        f"batch at byte {pos}: inconsistent lastOffsetDelta "
-                        f"{header.last_offset_delta} and record count {header.records_count}"
-                    )
-                if header.is_control and origin == ORIGIN_CLIENT:
-                    raise InvalidRecordError("clients are not allowed to write control records")
-                if validate:
-                    header = check_batch_records(buf, pos, header, config, now_ms)
-            parsed.append(_Batch(pos, header))
-            pos += size
-        return parsed
-
-    def _check_producers(
-        self, buf: bytearray, parsed: list[_Batch], origin: str
-    ) -> BatchMetadata | None:
-        """Idempotence and fencing checks; the original's metadata for a duplicate.
-
-        The producer state checks the first batch of each producer; further batches of
-        the same producer in this append must continue its sequence and epoch.
-        """
-        seen: dict[int, BatchHeader] = {}
-        for batch in parsed:
-            header = batch.header
-            if header.producer_id < 0:
-                continue
-            previous = seen.get(header.producer_id)
-            if previous is None or header.is_control:
-                view = memoryview(buf)[batch.position : batch.position + header.size]
-                duplicate = self.producer_state.check_duplicate_or_validate(header, origin, view)
-                if duplicate is not None:
-                    return duplicate
-            elif origin == ORIGIN_CLIENT and not previous.is_control:
-                expected = (previous.last_sequence + 1) % 2**31
-                if header.producer_epoch != previous.producer_epoch or (
-                    header.base_sequence != expected
-                ):
-                    raise OutOfOrderSequenceError(
-                        f"producer {header.producer_id}: batch with epoch "
-                        f"{header.producer_epoch} sequence {header.base_sequence} does not "
-                        f"follow the previous batch of the same request"
-                    )
-            seen[header.producer_id] = header
-        return None
-
-    def _maybe_recompress(
-        self, buf: bytearray, parsed: list[_Batch]
-    ) -> tuple[bytearray, list[_Batch]]:
-        """Re-encode batches whose codec differs from a topic's fixed compression.type."""
-        target_name = self.config.compression_type
-        if target_name == "producer":
-            return buf, parsed
-        target = _CODEC_BY_NAME[target_name]
-        if all(b.header.compression == target or b.header.is_control for b in parsed):
-            return buf, parsed
-        from odradek.records.batch import rebuild_batch
-        from odradek.records.compression import Compression
-
-        out = bytearray()
-        rebuilt: list[_Batch] = []
-        for batch in parsed:
-            pos, header = batch.position, batch.header
-            if header.compression == target or header.is_control:
-                data = buf[pos : pos + header.size]
-            else:
-                limit = uncompressed_limit(self.config.max_message_bytes)
-                decoded = decode_bounded(buf, pos, limit)
-                data = rebuild_batch(decoded, compression=Compression(target))
-            rebuilt.append(_Batch(len(out), parse_header(data)))
-            out += data
-            if len(data) > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"record batch recompressed to {target_name} is {len(data)} bytes, larger "
-                    f"than max.message.bytes {self.config.max_message_bytes}"
-                )
-        return out, rebuilt
-
     def _write(
         self,
         buf: bytearray,
@@ -680,7 +518,7 @@ class Log:
         self._log_end_offset = last_offset + 1
 
     def _update_producer_state(
-        self, buf: bytearray, parsed: list[_Batch], append_time: int
+        self, buf: bytearray, parsed: list[ParsedBatch], append_time: int
     ) -> None:
         state = self.producer_state
         for batch in parsed:
