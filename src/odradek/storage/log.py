@@ -1,13 +1,20 @@
 """The log of one partition: an ordered list of segments with an end, a start and a
 recovery point, plus the partition's leader-epoch cache and producer state.
 
-Partition directory ``<data dir>/<topic>-<partition>/``::
+This module holds the Log itself: its state, opening and creating it, appends and
+rolls, the topic id, configuration and closing. The rest is one module per concept,
+each a set of plain functions of the Log:
 
-    00000000000000000000.log / .index / .timeindex / .txnindex    segment files
-    00000000000000368769.log / ...                                 (see segment.py)
-    00000000000000368769.snapshot      producer state as of that offset (producer_state.py)
-    leader-epoch-checkpoint            epoch -> start offset (leader_epoch.py)
-    partition.metadata                 topic id (partition_metadata.py)
+    log_loader.py       opening a partition directory (its layout), recovery
+    log_append.py       the per-batch checks and rewrites of an append; AppendInfo
+    log_read.py         reads for Fetch, ListOffsets, aborted transactions; FetchInfo
+    log_flush.py        flush and the flush.messages / flush.ms policy
+    log_retention.py    retention, DeleteRecords' log start offset, deleting segments
+    log_truncation.py   a follower's truncation and restart
+
+The public ones are bound as Log's methods (``read = log_read.read``), not wrapped, so
+a call costs what it did when they were written here; they take the Log's lock as its
+own methods do and use its private state as such.
 
 Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO, the
 offset the next appended record gets). ``recovery_point``: everything below it has been
@@ -37,11 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from odradek.records.header import (
-    assigned,
-    set_base_offset,
-    set_partition_leader_epoch,
-)
+from odradek.records.header import assigned, set_base_offset, set_partition_leader_epoch
 from odradek.records.validation import NO_TIMESTAMP
 from odradek.storage import log_flush, log_loader, log_read, log_retention, log_truncation
 from odradek.storage.checkpoint import fsync_dir
@@ -73,14 +76,11 @@ from odradek.storage.producer_state import (
     ORIGINS,
     ProducerStateManager,
 )
-from odradek.storage.segment import (
-    SWAP_SUFFIX,
-    BatchEntry,
-    LogSegment,
-)
+from odradek.storage.segment import SWAP_SUFFIX, BatchEntry, LogSegment
 from odradek.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
+
 
 class Log:
     """The append-only log of one partition. Create with :meth:`Log.open`."""
@@ -148,7 +148,7 @@ class Log:
         # log manager's start-up progress lines use it.
         self.segments_recovered = 0
 
-    # -- opening and recovery ----------------------------------------------------------
+    # -- opening (the directory and recovery: log_loader.py) ---------------------------
 
     @classmethod
     def open(
@@ -589,7 +589,7 @@ class Log:
     flush = log_flush.flush
     maybe_flush = log_flush.maybe_flush
 
-    # -- retention and log start offset (log_retention.py) -------------------------------
+    # -- retention and log start offset (log_retention.py) -----------------------------
 
     delete_retained_segments = log_retention.delete_retained_segments
     maybe_increment_log_start_offset = log_retention.maybe_increment_log_start_offset
