@@ -146,17 +146,17 @@ def bench_codecs(count: int, seconds: float) -> None:
 def _walk_mode(mode: str) -> Iterator[None]:
     """``c``/``python``: validate with that walk; ``off``: no record walk at all."""
     from odradek.records import validation
-    from odradek.storage import log as log_module
+    from odradek.storage import log_append
 
-    saved = (validation._c_walk, log_module.check_batch_records)
+    saved = (validation._c_walk, log_append.check_batch_records)
     try:
         if mode == "python":
             validation._c_walk = None
         elif mode == "off":
-            log_module.check_batch_records = lambda buf, pos, header, config, now_ms: header
+            log_append.check_batch_records = lambda buf, pos, header, config, now_ms: header
         yield
     finally:
-        validation._c_walk, log_module.check_batch_records = saved
+        validation._c_walk, log_append.check_batch_records = saved
 
 
 def _time_once(work: Callable[[], object]) -> float:

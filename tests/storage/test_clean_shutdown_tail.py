@@ -154,7 +154,7 @@ def test_log_manager_records_sizes_and_recovers_a_torn_tail(
     path = sorted((tmp_path / "t-0").glob("*.log"))[-1]
     with open(path, "r+b") as f:
         f.truncate(path.stat().st_size - 5)
-    with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log_loader"):
         again = LogManager(tmp_path, CONFIG, clock=clock)
         again.startup()
     assert again.had_clean_shutdown
@@ -203,7 +203,7 @@ def test_marker_without_sizes_recovers_the_last_segment(
     size = path.stat().st_size
     with open(path, "ab") as f:
         f.write(b"\x00" * 100)
-    with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log_loader"):
         again = LogManager(tmp_path, CONFIG, clock=clock)
         again.startup()
     assert again.had_clean_shutdown

@@ -191,7 +191,7 @@ def test_power_cut_with_an_unsynced_checkpoint_rebuilds_epochs_from_batches(
     elif damage == "nul":
         path.write_bytes(b"\0" * 24)
     # A crash: the first Log is never closed, the recovery point is the last flushed one.
-    with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log_loader"):
         recovered = open_log(directory, recovery_point=flushed)
     rebuilt = "leader epoch checkpoint is stale" in caplog.text
     assert rebuilt == (damage in ("empty", "missing", "older"))  # torn/nul: corrupt, full

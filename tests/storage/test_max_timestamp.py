@@ -14,7 +14,8 @@ import pytest
 from odradek.records.batch import Record, build_batch
 from odradek.records.compression import Compression
 from odradek.storage.config import LogConfig
-from odradek.storage.log import MAX_TIMESTAMP, Log
+from odradek.storage.log import Log
+from odradek.storage.log_read import MAX_TIMESTAMP
 from tests.storage.conftest import FakeClock, make_batch
 
 NOW = 1_700_000_000_000

@@ -46,7 +46,8 @@ from odradek.storage.errors import (
     StorageError,
 )
 from odradek.storage.file_region import FileRegion
-from odradek.storage.log import AppendInfo, Log
+from odradek.storage.log import Log
+from odradek.storage.log_append import AppendInfo
 from odradek.storage.log_dir_failure import is_io_failure
 from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_state import ORIGIN_CLIENT

@@ -28,7 +28,7 @@ list, never a torn one. When that happens depends on the change:
   fsync, :meth:`write_unsynced`, so that it follows leader changes); what follows the
   recovery point is rebuilt from the batches' leader epochs by the recovery after a
   crash, which also checks the entries below it against the batches (see
-  ``Log._check_epochs_below``).
+  ``log_loader.check_epochs_below``).
 
 Kafka (3.8, KAFKA-16541) still fsyncs ``assign`` on the caller's thread and moves only
 the truncations' writes to its scheduler; odradek defers the assign's fsync instead and

@@ -56,8 +56,9 @@ from odradek.storage.checkpoint import (
 )
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import CorruptCheckpointError, StorageError
-from odradek.storage.log import Log, parse_partition_dir_name
+from odradek.storage.log import Log
 from odradek.storage.log_dir_failure import LogDirFailureChannel, is_io_failure
+from odradek.storage.log_loader import parse_partition_dir_name
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 logger = logging.getLogger(__name__)
