@@ -282,8 +282,7 @@ class Connection(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self._writer.connection_lost()
+        self._closed = self._writer.closed = True
         self._server._connections.discard(self)
         if self.counted_ip is not None:
             self._server.quotas.remove(self.counted_ip)
@@ -296,6 +295,7 @@ class Connection(asyncio.BufferedProtocol):
         self._pending.clear()
         self._pending_bytes = 0
         self._pending_wakeup.set()
+        self._writer.connection_lost()
         for future in self._deferred:
             future.cancel()
         # The processor is not cancelled: a handler half-way through a request finishes
