@@ -35,7 +35,7 @@ from tests.helpers.broker import BrokerProcess, free_port  # noqa: E402
 from tests.helpers.raw import RawClient  # noqa: E402
 
 from odradek.broker.metrics import BrokerStats, RequestObserver  # noqa: E402
-from odradek.broker.network import RequestContext  # noqa: E402
+from odradek.broker.requests import RequestContext  # noqa: E402
 from odradek.protocol.headers import RequestHeader  # noqa: E402
 
 API_VERSIONS = 18

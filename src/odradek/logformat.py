@@ -35,7 +35,7 @@ __all__ = [
     "current_request",
 ]
 
-# The RequestContext (odradek.broker.network) of the request being handled, or None.
+# The RequestContext (odradek.broker.requests) of the request being handled, or None.
 current_request: ContextVar[Any] = ContextVar("current_request", default=None)
 
 REQUEST_FIELDS = (

@@ -21,10 +21,10 @@ import uvloop
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.network import (
+from odradek.broker.network import NetworkServer
+from odradek.broker.requests import (
     ChunkedResponse,
     DeferredResponse,
-    NetworkServer,
     RequestContext,
     current_listener,
 )

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.network import NetworkServer, RequestContext
+from odradek.broker.network import NetworkServer
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
+from odradek.broker.requests import RequestContext
 from odradek.protocol.versions import build_api_versions_response
 from tests.broker.test_network import LOOPS, Client, EchoHandler, run, started
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.network import DeferredResponse, RequestContext
+from odradek.broker.requests import DeferredResponse, RequestContext
 from odradek.protocol.build import build_request, build_response
 from odradek.protocol.codec import encode_request
 from odradek.protocol.versions import PRODUCE

@@ -13,8 +13,9 @@ import pytest
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from odradek.broker.handlers.produce import _timeout_ms
 from odradek.broker.handlers.produce_lane import ProduceLane
-from odradek.broker.network import NetworkServer, RequestContext
+from odradek.broker.network import NetworkServer
 from odradek.broker.replica_manager import AppendResult
+from odradek.broker.requests import RequestContext
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import decode_response, encode_request
 from odradek.protocol.versions import PRODUCE, SUPPORTED

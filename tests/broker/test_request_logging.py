@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from odradek.broker.metrics import BrokerStats, RequestObserver
-from odradek.broker.network import DeferredResponse, RequestContext
+from odradek.broker.requests import DeferredResponse, RequestContext
 from odradek.logformat import JsonFormatter, RequestContextFilter, TextFormatter
 from odradek.protocol.versions import HEARTBEAT
 from tests.broker.test_network import Client, EchoHandler, heartbeat, run, started

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from odradek.broker.client_quotas import REQUEST_PERCENTAGE, ClientQuotaManager, entity_key
-from odradek.broker.network import ChunkedResponse, DeferredResponse, ResponseValues
 from odradek.broker.request_quota import RequestQuota, is_exempt, with_throttle
+from odradek.broker.requests import ChunkedResponse, DeferredResponse, ResponseValues
 from odradek.protocol.build import build_response
 
 

@@ -28,7 +28,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable
 
-from odradek.broker.network import ChunkedResponse, RequestContext
+from odradek.broker.requests import ChunkedResponse, RequestContext
 from odradek.protocol.headers import encode_response_header
 
 MAX_ENTRIES = 64

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker import metadata_answers
 from odradek.broker.client_quotas import REQUEST_PERCENTAGE, ClientQuotaManager
-from odradek.broker.network import ChunkedResponse, DeferredResponse, ResponseValues
+from odradek.broker.requests import ChunkedResponse, DeferredResponse, ResponseValues
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 __all__ = ["EXEMPT_APIS", "RequestQuota"]
 

@@ -52,17 +52,13 @@ from odradek.broker.isr_writer import run_isr_expiration
 from odradek.broker.listeners import Endpoint
 from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries
 from odradek.broker.metrics import BrokerMetrics, BrokerStats, RequestObserver
-from odradek.broker.network import (
-    ChunkedResponse,
-    NetworkServer,
-    RequestContext,
-    current_listener,
-)
+from odradek.broker.network import NetworkServer
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.broker.producer_ids import ProducerIdManager, ProducerIds, ZkProducerIdManager
 from odradek.broker.quotas import ConnectionQuotas, MemoryPool
 from odradek.broker.replica_manager import ReadResult, ReplicaManager
 from odradek.broker.request_quota import RequestQuota
+from odradek.broker.requests import ChunkedResponse, RequestContext, current_listener
 from odradek.broker.security.api_rules import RULES as ACL_RULES
 from odradek.broker.security.authorizer import AclAuthorizer, authorizer_settings
 from odradek.broker.security.enforcement import Enforcer

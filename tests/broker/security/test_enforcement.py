@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.network import DeferredResponse, ResponseValues
+from odradek.broker.requests import DeferredResponse, ResponseValues
 from odradek.broker.security.acl import (
     AccessControlEntry,
     AclBinding,

@@ -23,7 +23,7 @@ from odradek.broker.handlers import metadata as metadata_handler
 from odradek.broker.handlers.cluster_topics import ClusterTopicHandlers
 from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.network import ResponseValues
+from odradek.broker.requests import ResponseValues
 from odradek.broker.security.acl import (
     WILDCARD,
     AccessControlEntry,

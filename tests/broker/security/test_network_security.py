@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.network import NetworkServer, RequestContext
+from odradek.broker.network import NetworkServer
+from odradek.broker.requests import RequestContext
 from odradek.broker.security.hooks import ListenerHooks
 from odradek.broker.security.settings import ListenerSecurity, listener_security
 from odradek.protocol.build import build_request

@@ -41,7 +41,7 @@ from odradek.broker.group.coordinator import (
 )
 from odradek.broker.group.group import GroupState
 from odradek.broker.handlers.common import LARGE_RESPONSE_ITEMS, Ticker
-from odradek.broker.network import ResponseValues
+from odradek.broker.requests import ResponseValues
 from odradek.protocol.build import build_response
 from odradek.protocol.versions import (
     DELETE_GROUPS,

@@ -29,7 +29,7 @@ from odradek.broker.security.acl import (
 from odradek.cluster.zk.errors import ZooKeeperError
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 _DISABLED = "No Authorizer is configured on the broker"

@@ -11,7 +11,7 @@ from odradek.cluster.metadata import MetadataError
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 

@@ -16,7 +16,7 @@ from odradek.broker.client_quotas import (
     entity_key,
     validate_value,
 )
-from odradek.broker.network import RequestContext, ResponseValues
+from odradek.broker.requests import RequestContext, ResponseValues
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from odradek.cluster.zk.errors import ZooKeeperError
 from odradek.cluster.zk.paths import CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 
 @dataclass

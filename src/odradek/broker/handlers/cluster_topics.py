@@ -50,7 +50,7 @@ from odradek.protocol.metadata_encoder import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 log = logging.getLogger(__name__)
 

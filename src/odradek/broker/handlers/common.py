@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.network import ResponseValues
+from odradek.broker.requests import ResponseValues
 from odradek.protocol.build import build, build_response, response_class
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 
 def respond(ctx: RequestContext, values: dict[str, Any]) -> Any:

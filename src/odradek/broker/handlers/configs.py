@@ -20,7 +20,7 @@ from odradek.broker.replication_quota import DYNAMIC_THROTTLE_KEYS, check_rate
 from odradek.cluster.metadata import MetadataError
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 TOPIC = 2

@@ -28,7 +28,7 @@ from odradek.broker.handlers.common import respond
 from odradek.broker.metadata_cache import MetadataCache
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 ELECT_LEADERS = 43
 PREFERRED, UNCLEAN = 0, 1

@@ -37,7 +37,7 @@ from odradek.broker.replica_manager import READ_COMMITTED, ReadResult
 from odradek.broker.security.acl import Operation
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 # ListOffsets special timestamps.

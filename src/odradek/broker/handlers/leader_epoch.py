@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.handlers.common import Ticker, element_builder, respond_many
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 UNDEFINED_EPOCH = -1

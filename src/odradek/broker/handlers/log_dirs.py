@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.handlers.common import respond
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 

@@ -23,7 +23,7 @@ from odradek.protocol.metadata_encoder import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 

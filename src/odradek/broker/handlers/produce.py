@@ -19,13 +19,13 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE
 from odradek.broker.handlers.common import Ticker, element_builder, respond_many
-from odradek.broker.network import ChunkedResponse
 from odradek.broker.replica_manager import AppendResult
+from odradek.broker.requests import ChunkedResponse
 from odradek.cluster.metadata import MetadataError, validate_topic_name
 from odradek.protocol.produce_response import encode_produce_response
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 

@@ -32,7 +32,7 @@ from odradek.protocol.produce_response import FIRST_FLEXIBLE, VERSIONS, encode_p
 from odradek.protocol.versions import PRODUCE
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
     from odradek.protocol.headers import RequestHeader
 

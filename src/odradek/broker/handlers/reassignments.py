@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.handlers.common import respond
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46

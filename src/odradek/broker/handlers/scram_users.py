@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.network import RequestContext, ResponseValues
+from odradek.broker.requests import RequestContext, ResponseValues
 from odradek.broker.security import scram
 from odradek.protocol.errors import ErrorCode
 

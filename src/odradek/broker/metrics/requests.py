@@ -23,7 +23,7 @@ from odradek.logformat import request_fields
 from odradek.protocol.versions import FETCH, api_name
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
 
 # Kafka's logger of completed requests (kafka.network.RequestChannel's requestLogger).
 request_log = logging.getLogger("kafka.request.logger")

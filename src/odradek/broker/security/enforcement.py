@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.broker.network import DeferredResponse, RequestContext, ResponseValues
+from odradek.broker.requests import DeferredResponse, RequestContext, ResponseValues
 from odradek.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.security.authorizer import AclAuthorizer
 from odradek.protocol.build import build_response

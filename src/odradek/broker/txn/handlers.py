@@ -38,7 +38,7 @@ from odradek.protocol.versions import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.network import RequestContext
+    from odradek.broker.requests import RequestContext
     from odradek.broker.server import KafkaServer
 
 OFFSETS_TOPIC = "__consumer_offsets"

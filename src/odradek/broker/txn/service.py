@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek import timeouts
 from odradek.broker.group.txn_offsets import TxnOffsetCommits
-from odradek.broker.network import current_listener
+from odradek.broker.requests import current_listener
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from odradek.broker.txn.marker_channel import ClusterMarkerWriter
 from odradek.broker.txn.markers import LocalMarkerWriter
