@@ -121,6 +121,27 @@ def test_follower_append_of_a_new_epoch_does_not_fsync(
     assert [name for name, _ in fsyncs.checkpoint_syncs()] == [CHECKPOINT_FILE_NAME + ".tmp"]
 
 
+def test_entries_of_both_append_paths_survive_a_crash_after_the_flush(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Log.flush is what makes the appends' entries durable (the cache has no other
+    flushing method): after it, a crash loses none and recovery reads them from the file."""
+    leader = open_log(tmp_path / "leader-0")
+    leader.append_as_leader(make_batch([b"a"]), leader_epoch=1)
+    leader.append_as_leader(make_batch([b"b", b"c"]), leader_epoch=4)
+    leader.flush()
+    follower = open_log(tmp_path / "follower-0")
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    follower.flush()
+    for log, name in ((leader, "leader-0"), (follower, "follower-0")):
+        assert on_disk(tmp_path / name) == "0\n2\n1 0\n4 1\n"
+        # A crash: never closed; the recovery point checkpoint says what the flush reached.
+        with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+            reopened = open_log(tmp_path / name, recovery_point=log.recovery_point)
+        assert reopened.leader_epoch_cache.entries == [(1, 0), (4, 1)]
+        assert "stale" not in caplog.text  # read from the file, not rebuilt
+
+
 def test_truncation_still_fsyncs_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = open_log(tmp_path / "t-0")
     log.append_as_leader(make_batch([b"a"]), leader_epoch=1)

@@ -275,11 +275,6 @@ class LeaderEpochFileCache:
                 self._assign_in_memory(epoch, start_offset)
             self._persist()
 
-    def flush(self) -> None:
-        """Write the current entries to disk and fsync them."""
-        with self._write_lock, self._lock:
-            self._persist()
-
     @property
     def unsynced(self) -> bool:
         """True while a change made with ``sync=False`` awaits :meth:`sync`."""
