@@ -1298,11 +1298,17 @@ class Log:
             idle = not due and not self._rolled_unflushed
             has_data = self._log_end_offset > self.log_start_offset
         if idle:
-            if has_data:
-                # Off the event loop and the log's lock: the file follows leader changes
-                # between flushes (no fsync; the flush moving the recovery point syncs it).
-                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
-                    self.leader_epoch_cache.write_unsynced()
+            cache = self.leader_epoch_cache
+            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                if cache.truncation_unsynced:
+                    # The log start offset moved under the log's lock (DeleteRecords,
+                    # retention) and left the file to here: written with fsync off it.
+                    cache.sync()
+                elif has_data:
+                    # Off the event loop and the log's lock: the file follows leader
+                    # changes between flushes (no fsync; the flush moving the recovery
+                    # point syncs it).
+                    cache.write_unsynced()
             return False
         self.flush(up_to)
         return True
@@ -1386,7 +1392,9 @@ class Log:
 
     def _set_log_start_offset(self, offset: int) -> None:
         self.log_start_offset = offset
-        self._truncate_epochs(self._log_end_offset, offset)
+        # In memory only (DeleteRecords runs on the event loop): the flush job fsyncs the
+        # checkpoint off the lock; the file's older entries below the offset are harmless.
+        self.leader_epoch_cache.truncate_from_start(offset, sync=False)
         self.producer_state.on_log_start_offset_incremented(offset)
 
     def _delete_segments(self, segments: list[LogSegment], now_ms: int) -> None:
