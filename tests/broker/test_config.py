@@ -98,6 +98,6 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 def test_malformed_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.properties"
-    path.write_text("=value\n")
+    path.write_text("log.dirs=\\u12\n")  # Java's one malformed input: a bad \u escape
     with pytest.raises(ConfigError, match=r"bad\.properties:1"):
         read_properties(path)

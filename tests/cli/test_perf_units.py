@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from odradek.cli.errors import CliError
-from odradek.cli.perf import java_fixed, load_properties
-from odradek.cli.perf_consume import Totals, java_date_format, progress_line, summary_line
+from odradek.cli.perf import java_fixed
+from odradek.cli.perf_consume import (
+    Totals,
+    consumer_config,
+    java_date_format,
+    progress_line,
+    summary_line,
+)
 from odradek.cli.perf_produce import Payloads, parse_producer_props
 from odradek.cli.perf_produce_stats import Stats, percentiles
 
@@ -101,21 +107,25 @@ def test_java_date_format() -> None:
         java_date_format("'abc")
 
 
-def test_properties_file(tmp_path: Path) -> None:
+def test_config_files_are_read_as_java_properties(tmp_path: Path) -> None:
+    """--producer.config / --consumer.config go through the one properties parser
+    (odradek.properties, tests/test_properties.py): escapes and continuations as Java."""
     path = tmp_path / "p.properties"
     path.write_text(
-        "# comment\n! also a comment\n\nacks=all\nlinger.ms : 5\nclient.id perf\n"
+        "# comment\n! also a comment\n\nacks=all\nlinger.ms : 5\nclient.id perf\\u002d1\n"
         "long.value = a\\\n    b\nempty=\n"
     )
-    assert load_properties(str(path), "--x") == {
-        "acks": "all",
-        "linger.ms": "5",
-        "client.id": "perf",
-        "long.value": "ab",
-        "empty": "",
-    }
-    with pytest.raises(CliError, match="--x: cannot read"):
-        load_properties(str(tmp_path / "missing"), "--x")
+    _, kwargs, _ = parse_producer_props((), str(path), "127.0.0.1:1")
+    assert kwargs["client_id"] == "perf-1"
+    assert kwargs["linger_ms"] == 5
+    config, warnings = consumer_config(path, 1024)
+    assert config["client_id"] == "perf-1"
+    assert any("long.value" in warning for warning in warnings)
+    with pytest.raises(CliError, match=r"--producer\.config .*cannot read config file"):
+        parse_producer_props((), str(tmp_path / "missing"), "127.0.0.1:1")
+    path.write_bytes(b"acks=\xff\n")
+    with pytest.raises(CliError, match=r"--consumer\.config .*not a text properties file"):
+        consumer_config(path, 1024)
 
 
 def test_producer_props(tmp_path: Path) -> None:

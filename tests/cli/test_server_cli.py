@@ -109,6 +109,18 @@ def test_bad_config_is_one_line(tmp_path: Path, args: list[str], fragment: str) 
     assert "Traceback" not in result.stderr
 
 
+def test_non_utf8_properties_file_is_one_line(tmp_path: Path) -> None:
+    """The broker reads its file with the shared parser (odradek.properties): bytes that
+    are not UTF-8 are one error line, not a UnicodeDecodeError traceback."""
+    (tmp_path / "latin1.properties").write_bytes(b"log.dirs=/tmp/caf\xe9\n")
+    result = run_server("latin1.properties", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: latin1.properties: not a text properties file (byte 17 is not UTF-8)"
+    ]
+
+
 def test_port_in_use_is_one_line(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,26 @@ def open_log(directory: Path, **kwargs: object) -> Log:
 
 def on_disk(directory: Path) -> str:
     return (directory / CHECKPOINT_FILE_NAME).read_text()
+
+
+def run_during_checkpoint_fsync(monkeypatch: pytest.MonkeyPatch, action: Callable[[], object]
+                                ) -> list[bool]:  # fmt: skip
+    """Patch os.fsync: the first fsync of a checkpoint file runs ``action`` in another
+    thread (as the event loop would) and records whether it finished meanwhile."""
+    real = os.fsync
+    during: list[bool] = []
+
+    def fsync(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        if not during and name.startswith(CHECKPOINT_FILE_NAME):
+            worker = threading.Thread(target=action)
+            worker.start()
+            worker.join(timeout=5)
+            during.append(not worker.is_alive())
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return during
 
 
 def test_leader_append_of_a_new_epoch_does_not_fsync_and_flush_syncs_it_first(
@@ -119,6 +140,27 @@ def test_follower_append_of_a_new_epoch_does_not_fsync(
     assert follower.leader_epoch_cache.entries == [(1, 0), (4, 1)]
     follower.close()  # a clean shutdown: close syncs what the appends left unsynced
     assert [name for name, _ in fsyncs.checkpoint_syncs()] == [CHECKPOINT_FILE_NAME + ".tmp"]
+
+
+def test_entries_of_both_append_paths_survive_a_crash_after_the_flush(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Log.flush is what makes the appends' entries durable (the cache has no other
+    flushing method): after it, a crash loses none and recovery reads them from the file."""
+    leader = open_log(tmp_path / "leader-0")
+    leader.append_as_leader(make_batch([b"a"]), leader_epoch=1)
+    leader.append_as_leader(make_batch([b"b", b"c"]), leader_epoch=4)
+    leader.flush()
+    follower = open_log(tmp_path / "follower-0")
+    follower.append_as_follower(leader.read(0, 1 << 20).read_bytes())
+    follower.flush()
+    for log, name in ((leader, "leader-0"), (follower, "follower-0")):
+        assert on_disk(tmp_path / name) == "0\n2\n1 0\n4 1\n"
+        # A crash: never closed; the recovery point checkpoint says what the flush reached.
+        with caplog.at_level(logging.WARNING, logger="odradek.storage.log"):
+            reopened = open_log(tmp_path / name, recovery_point=log.recovery_point)
+        assert reopened.leader_epoch_cache.entries == [(1, 0), (4, 1)]
+        assert "stale" not in caplog.text  # read from the file, not rebuilt
 
 
 def test_truncation_still_fsyncs_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,7 +252,7 @@ def test_stale_checkpoint_below_a_later_log_start_is_rebuilt_and_cut(tmp_path: P
     directory = tmp_path / "t-0"
     log, flushed = build_epochs(directory)
     start = dict(log.leader_epoch_cache.entries)[2] + 2  # inside epoch 2
-    log.maybe_increment_log_start_offset(start)  # DeleteRecords (syncs the checkpoint)
+    log.maybe_increment_log_start_offset(start)  # DeleteRecords (in memory only)
     expected = log.leader_epoch_cache.entries
     assert expected[0] == (2, start)
     (directory / CHECKPOINT_FILE_NAME).write_bytes(b"")
@@ -239,18 +281,7 @@ def test_sync_fsyncs_outside_the_lock_appends_take(
     wait for the disk, and its entry is not lost to the sync that was under way."""
     cache = LeaderEpochFileCache(tmp_path / CHECKPOINT_FILE_NAME)
     cache.assign(1, 0, sync=False)
-    real = os.fsync
-    during: list[bool] = []
-
-    def fsync(fd: int) -> None:
-        if not during:
-            worker = threading.Thread(target=cache.assign, args=(2, 10), kwargs={"sync": False})
-            worker.start()
-            worker.join(timeout=10)
-            during.append(not worker.is_alive())
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    during = run_during_checkpoint_fsync(monkeypatch, lambda: cache.assign(2, 10, sync=False))
     assert cache.sync()
     assert during == [True]  # the assign finished while the sync was in its fsync
     assert cache.entries == [(1, 0), (2, 10)]
@@ -259,3 +290,91 @@ def test_sync_fsyncs_outside_the_lock_appends_take(
     assert cache.sync()
     assert not cache.unsynced
     assert (tmp_path / CHECKPOINT_FILE_NAME).read_text() == "0\n2\n1 0\n2 10\n"
+
+
+def test_delete_records_fsyncs_the_cut_checkpoint_off_the_logs_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeleteRecords runs on the event loop under the log's lock: the epoch cache is cut
+    there in memory, and the flush job writes and fsyncs the file with that lock free."""
+    directory = tmp_path / "t-0"
+    log, _ = build_epochs(directory)
+    log.flush()  # nothing left to flush: the flush job's next run is an idle one
+    before = on_disk(directory)
+    start = dict(log.leader_epoch_cache.entries)[2] + 2  # inside epoch 2
+
+    def take_the_lock() -> None:  # as an append on the event loop would
+        with log.lock:
+            pass
+
+    lock_free = run_during_checkpoint_fsync(monkeypatch, take_the_lock)
+    log.maybe_increment_log_start_offset(start)
+    assert lock_free == []  # no checkpoint fsync in the request's path
+    expected = log.leader_epoch_cache.entries
+    assert expected[0] == (2, start)
+    assert on_disk(directory) == before
+    assert log.leader_epoch_cache.truncation_unsynced
+    assert not log.maybe_flush()  # the flush job: idle as to data, it syncs the cut
+    assert lock_free == [True]
+    assert not log.leader_epoch_cache.truncation_unsynced
+    lines = [f"{epoch} {offset}" for epoch, offset in expected]
+    assert on_disk(directory) == "\n".join(["0", str(len(expected)), *lines]) + "\n"
+
+
+def test_truncate_from_start_in_memory_does_not_wait_for_a_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DeleteRecords while the flush thread fsyncs the checkpoint returns at once; the
+    cut is still to be synced after that sync, which wrote the copy taken before it."""
+    cache = LeaderEpochFileCache(tmp_path / CHECKPOINT_FILE_NAME)
+    cache.assign(1, 0, sync=False)
+    cache.assign(2, 10, sync=False)
+    during = run_during_checkpoint_fsync(
+        monkeypatch, lambda: cache.truncate_from_start(12, sync=False)
+    )
+    assert cache.sync()
+    assert during == [True]
+    assert cache.entries == [(2, 12)]
+    assert cache.truncation_unsynced
+    assert on_disk(tmp_path) == "0\n2\n1 0\n2 10\n"
+    assert cache.sync()
+    assert not cache.truncation_unsynced
+    assert on_disk(tmp_path) == "0\n1\n2 12\n"
+
+
+@pytest.mark.parametrize("flush_job_ran", [False, True])
+def test_a_crash_after_delete_records_reopens_with_its_start_and_valid_epochs(
+    tmp_path: Path, flush_job_ran: bool
+) -> None:
+    directory = tmp_path / "t-0"
+    log, _ = build_epochs(directory)
+    log.flush()
+    start = dict(log.leader_epoch_cache.entries)[3] + 1  # inside epoch 3
+    log.maybe_increment_log_start_offset(start)
+    expected = log.leader_epoch_cache.entries
+    expected_answers = answers(log)
+    if flush_job_ran:
+        log.maybe_flush()
+        assert not log.leader_epoch_cache.truncation_unsynced
+    # A crash: never closed; the log start offset checkpoint holds the new start.
+    reopened = open_log(directory, recovery_point=log.recovery_point, log_start_offset=start)
+    assert reopened.log_start_offset == start
+    assert reopened.leader_epoch_cache.entries == expected
+    assert answers(reopened) == expected_answers
+    for _, header in iter_headers(reopened.read(start, 1 << 20).read_bytes()):
+        assert reopened.leader_epoch_cache.epoch_for_offset(header.base_offset) == (
+            header.partition_leader_epoch
+        )
+    reopened.close()  # a clean shutdown then writes the cut for good
+    assert on_disk(directory).splitlines()[2] == f"{expected[0][0]} {start}"
+    del log
+
+
+def test_delete_records_keeps_a_new_leaders_entry_at_the_log_end(tmp_path: Path) -> None:
+    """Moving the log start offset cuts the cache from the start only (Kafka's
+    maybeIncrementLogStartOffset): a become-leader's entry at the log end stays."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(make_batch([b"a", b"b"]), leader_epoch=1)
+    log.leader_epoch_cache.assign(4, log.log_end_offset, sync=False)  # became leader
+    log.maybe_increment_log_start_offset(1)
+    assert log.leader_epoch_cache.entries == [(1, 1), (4, 2)]

@@ -1,7 +1,7 @@
 """Broker configuration with Apache Kafka's key names and defaults.
 
 Sources, later ones winning: built-in defaults, a ``server.properties``-style file
-(``key=value`` lines, ``#`` and ``!`` comments, as Java's Properties reads them), and
+(read as Java's ``Properties.load`` reads it, :mod:`odradek.properties`), and
 ``--override key=value`` pairs from the command line. Bad values raise :class:`ConfigError`
 with a one-line message naming the key, so the CLI can print it without a traceback. Every
 broker key Kafka documents (:mod:`odradek.broker.kafka_config_names`) is accepted; the ones
@@ -16,12 +16,12 @@ topic-level keys of :class:`odradek.storage.config.LogConfig` exactly as Kafka m
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek import properties
 from odradek.broker.kafka_config_names import (
     ACCEPTED_WITHOUT_EFFECT,
     KAFKA_BROKER_CONFIG_NAMES,
@@ -660,27 +660,11 @@ def parse_value(key: ConfigKey, raw: str) -> Any:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java-style .properties file (the subset Kafka's configs use)."""
+    """A Java .properties file, read as ``Properties.load`` does (:mod:`odradek.properties`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    props: dict[str, str] = {}
-    pending = ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not pending and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
-            pending += stripped[:-1]
-            continue
-        stripped = pending + stripped
-        pending = ""
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
-        if not match:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
-        props[match.group(1)] = match.group(2)
-    return props
+        return properties.read_properties(path)
+    except properties.PropertiesError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:

@@ -104,8 +104,6 @@ def read_client_properties(path: Path, option: str = OPTION) -> dict[str, str]:
         return read_properties(path)
     except ConfigError as exc:
         raise CliError(f"{option} {path}: {exc}") from None
-    except UnicodeDecodeError:
-        raise CliError(f"{option} {path}: not a text properties file") from None
 
 
 def unused_warning(key: str) -> str:

@@ -8,15 +8,15 @@ run on odradek's own client and work against any Kafka-compatible broker.
 When standard output is a terminal a live ``rich`` progress bar sits below the output lines;
 piped or redirected, the output is exactly Kafka's plain lines.
 
-This module holds what both share: the ``perf`` group, Java ``.properties`` files
-(``--producer.config`` / ``--consumer.config``, whose ``security.*``, ``sasl.*`` and ``ssl.*``
-keys reach secured listeners) and the live display.
+This module holds what both share: the ``perf`` group, the security keys of the
+``--producer.config`` / ``--consumer.config`` files (read as every properties file is,
+:func:`odradek.cli.command_config.read_client_properties`), whose ``security.*``, ``sasl.*``
+and ``ssl.*`` keys reach secured listeners, and the live display.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -28,34 +28,6 @@ from odradek.client.security import SECURITY_KEYS, ClientSecurity, SecurityConfi
 @click.group("perf", context_settings={"help_option_names": ["-h", "--help"]})
 def perf() -> None:
     """Producer and consumer throughput/latency tests (Kafka's perf-test tools)."""
-
-
-def load_properties(path: str | Path, option: str) -> dict[str, str]:
-    """A Java ``.properties`` file as a dict: ``key=value``, ``key: value`` or ``key value``
-    lines, ``#`` / ``!`` comments, a trailing backslash continues a line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{option}: cannot read {path}: {exc}") from None
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        cut = next((i for i, char in enumerate(entry) if char in "=: \t\f"), len(entry))
-        key = entry[:cut]
-        value = entry[cut:].lstrip(" \t\f")
-        if value[:1] in ("=", ":"):
-            value = value[1:].lstrip(" \t\f")
-        props[key] = value
-    return props
 
 
 def take_security(props: dict[str, str], option: str) -> ClientSecurity | None:

@@ -33,10 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from odradek.cli.command_config import command_config_path, note_config_file, unused_warning
+from odradek.cli.command_config import (
+    command_config_path,
+    note_config_file,
+    read_client_properties,
+    unused_warning,
+)
 from odradek.cli.errors import CliError
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
-from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, take_security
 
 if TYPE_CHECKING:
     from odradek.client.fetcher import Consumer
@@ -336,7 +341,9 @@ def progress_line(
 def consumer_config(
     config_file: str | Path | None, fetch_size: int
 ) -> tuple[dict[str, Any], list[str]]:
-    props = load_properties(config_file, "--consumer.config") if config_file else {}
+    props = (
+        read_client_properties(Path(config_file), "--consumer.config") if config_file else {}
+    )
     config: dict[str, Any] = {"client_id": "perf-consumer-client"}
     warnings = []
     security = take_security(props, "--consumer.config")

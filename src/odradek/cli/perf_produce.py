@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from odradek.cli.command_config import note_config_file, unused_warning
+from odradek.cli.command_config import note_config_file, read_client_properties, unused_warning
 from odradek.cli.errors import CliError
 from odradek.cli.output import DEFAULT_BOOTSTRAP, check_bootstrap, run, unescape
-from odradek.cli.perf import LiveDisplay, java_div, java_fixed, load_properties, take_security
+from odradek.cli.perf import LiveDisplay, java_div, java_fixed, take_security
 from odradek.cli.perf_produce_stats import Stats, print_metric_lines
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def parse_producer_props(
     """(bootstrap servers, Producer keywords, warnings) from the two property sources."""
     props: dict[str, str] = {}
     if config_file is not None:
-        props.update(load_properties(config_file, "--producer.config"))
+        props.update(read_client_properties(Path(config_file), "--producer.config"))
     for prop in props_args:
         pieces = prop.split("=")
         if len(pieces) != 2:

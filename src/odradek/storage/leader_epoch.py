@@ -17,7 +17,13 @@ The file is rewritten whole: written to ``leader-epoch-checkpoint.tmp``, fsynced
 over the old one and the directory fsynced, so a crash leaves either the old or the new
 list, never a torn one. When that happens depends on the change:
 
-- truncations (``truncate_from_end``/``truncate_from_start``/``clear``) write at once;
+- truncations (``truncate_from_end``/``truncate_from_start``/``clear``) write at once,
+  except the log start offset moving on a running log (DeleteRecords, retention):
+  ``truncate_from_start(sync=False)`` changes the entries under the log's lock and the
+  flush job writes and fsyncs them off it, as Kafka does since KAFKA-16541 (KAFKA-15046
+  had found the fsync under ``UnifiedLog.lock`` stalling appends). A crash before that
+  leaves the older entries: a superset, whose extra entries below the log start offset
+  the reopen cuts again;
 - ``assign`` from the append and become-leader paths passes ``sync=False``: the entry is
   kept in memory only and the cache remembers the file is behind, so that a leader
   change costs each partition no file write on the event loop (the write alone, a
@@ -118,6 +124,7 @@ class LeaderEpochFileCache:
         self._changes = 0  # counts changes of _entries: a write outside _lock checks it
         self._unsynced = False  # entries changed (sync=False) since the file was last synced
         self._unwritten = False  # ... and since it was last written at all
+        self._truncation_unsynced = False  # ... and one of them a truncate_from_start
         if load and self.path.exists():  # load=False: a new partition, nothing to read
             text = self.path.read_text(encoding="ascii", errors="replace")
             # Re-apply the entries through the monotonicity rule as Kafka does on load, so a
@@ -243,21 +250,35 @@ class LeaderEpochFileCache:
             self._changes += 1
             self._persist_if_dir_exists()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, sync: bool = True) -> None:
         """The log now starts at ``start_offset``: drop the epochs wholly before it.
 
         The epoch that covers ``start_offset`` is kept with its start moved up to it, so
-        ``truncate_from_start(6)`` keeps an entry at offset 6.
+        ``truncate_from_start(6)`` keeps an entry at offset 6. ``sync=False`` (the log
+        start offset moving under the log's lock: DeleteRecords, retention) changes the
+        entries in memory only and leaves the write and its fsync to :meth:`sync`, which
+        the flush job calls off that lock (:attr:`truncation_unsynced`). Until then the
+        file holds the older entries, a superset whose extra ones lie below the log start
+        offset: a reopen cuts them again, as Kafka's recovery does.
         """
+        if not sync:
+            with self._lock:
+                if self._truncate_start_in_memory(start_offset):
+                    self._unsynced = self._unwritten = self._truncation_unsynced = True
+            return
         with self._write_lock, self._lock:
-            removed: tuple[int, int] | None = None
-            while self._entries and self._entries[0][1] <= start_offset:
-                removed = self._entries.pop(0)
-            if removed is None:
-                return
-            self._entries.insert(0, (removed[0], start_offset))
-            self._changes += 1
-            self._persist_if_dir_exists()
+            if self._truncate_start_in_memory(start_offset):
+                self._persist_if_dir_exists()
+
+    def _truncate_start_in_memory(self, start_offset: int) -> bool:
+        if not self._entries or self._entries[0][1] >= start_offset:
+            return False
+        removed = self._entries.pop(0)
+        while self._entries and self._entries[0][1] <= start_offset:
+            removed = self._entries.pop(0)
+        self._entries.insert(0, (removed[0], start_offset))
+        self._changes += 1
+        return True
 
     def clear(self) -> None:
         """Delete all entries (and persist the empty list)."""
@@ -275,15 +296,15 @@ class LeaderEpochFileCache:
                 self._assign_in_memory(epoch, start_offset)
             self._persist()
 
-    def flush(self) -> None:
-        """Write the current entries to disk and fsync them."""
-        with self._write_lock, self._lock:
-            self._persist()
-
     @property
     def unsynced(self) -> bool:
         """True while a change made with ``sync=False`` awaits :meth:`sync`."""
         return self._unsynced
+
+    @property
+    def truncation_unsynced(self) -> bool:
+        """True while a ``truncate_from_start(sync=False)`` awaits :meth:`sync`."""
+        return self._truncation_unsynced
 
     def sync(self) -> bool:
         """Write and fsync the entries if a change was made with ``sync=False``; True if
@@ -311,12 +332,12 @@ class LeaderEpochFileCache:
                 if self._changes == changes:  # else changed meanwhile: still to write
                     self._unwritten = False
                     if sync:
-                        self._unsynced = False
+                        self._unsynced = self._truncation_unsynced = False
             return True
 
     def _persist(self) -> None:
         atomic_write(self.path, format_epoch_checkpoint(self._entries), sync=True)
-        self._unsynced = self._unwritten = False
+        self._unsynced = self._unwritten = self._truncation_unsynced = False
 
     def _persist_if_dir_exists(self) -> None:
         # Truncations can race with the partition being deleted; there is nothing to keep then.

@@ -92,11 +92,17 @@ def maybe_flush(log: Log) -> bool:
         idle = not due and not log._rolled_unflushed
         has_data = log._log_end_offset > log.log_start_offset
     if idle:
-        if has_data:
-            # Off the event loop and the log's lock: the file follows leader changes
-            # between flushes (no fsync; the flush moving the recovery point syncs it).
-            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
-                log.leader_epoch_cache.write_unsynced()
+        cache = log.leader_epoch_cache
+        with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+            if cache.truncation_unsynced:
+                # The log start offset moved under the log's lock (DeleteRecords,
+                # retention) and left the file to here: written with fsync off it.
+                cache.sync()
+            elif has_data:
+                # Off the event loop and the log's lock: the file follows leader
+                # changes between flushes (no fsync; the flush moving the recovery
+                # point syncs it).
+                cache.write_unsynced()
         return False
     log.flush(up_to)
     return True

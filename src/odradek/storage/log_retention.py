@@ -101,7 +101,9 @@ def maybe_increment_log_start_offset(log: Log, new_offset: int) -> None:
 
 def _set_log_start_offset(log: Log, offset: int) -> None:
     log.log_start_offset = offset
-    log._truncate_epochs(log._log_end_offset, offset)
+    # In memory only (DeleteRecords runs on the event loop): the flush job fsyncs the
+    # checkpoint off the lock; the file's older entries below the offset are harmless.
+    log.leader_epoch_cache.truncate_from_start(offset, sync=False)
     log.producer_state.on_log_start_offset_incremented(offset)
 
 
