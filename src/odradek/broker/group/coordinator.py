@@ -77,7 +77,6 @@ class _PeriodicTask(TimerTask):
                 self.timer.add(self)
 
 
-
 def wall_clock_ms() -> int:
     """The default coordinator clock: wall time, because commit timestamps are persisted and
     compared after restarts (and on other brokers)."""
