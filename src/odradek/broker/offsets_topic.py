@@ -14,7 +14,7 @@ NOT_ENOUGH_REPLICAS when the ISR is below ``min.insync.replicas`` before the app
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it while waiting,
 NOT_LEADER_OR_FOLLOWER when this broker stopped leading the partition meanwhile and
 REQUEST_TIMED_OUT after ``offsets.commit.timeout.ms``; the coordinator maps these to the
-group errors clients act on (``group.coordinator._APPEND_ERROR_MAP``).
+group errors clients act on (``group.offsets_log.APPEND_ERROR_MAP``).
 
 The topic is created on first use, as Kafka does: with ``offsets.topic.num.partitions``
 partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes`` segments. In

@@ -17,7 +17,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.cluster_mode import InternalTopicLeadership
-from odradek.broker.group.coordinator import OffsetCommitRequestData
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.handlers.interbroker import InterBrokerHandlers
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.offsets_topic import OFFSETS_TOPIC

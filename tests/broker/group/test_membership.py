@@ -525,8 +525,8 @@ async def test_unload_answers_parked_requests_not_coordinator() -> None:
     assert h.coordinator.group(G) is None
     assert h.heartbeat(G, b, gen) is ErrorCode.not_coordinator
     # nothing of the dead group is left waiting in the purgatories
-    assert h.coordinator.rebalance_purgatory.delayed() == 0
-    assert h.coordinator.heartbeat_purgatory.delayed() == 0
+    assert h.coordinator.rebalancer.rebalance_purgatory.delayed() == 0
+    assert h.coordinator.rebalancer.heartbeat_purgatory.delayed() == 0
 
 
 @run

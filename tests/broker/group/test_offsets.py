@@ -6,8 +6,8 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.group.coordinator import OffsetCommitRequestData
 from odradek.broker.group.group import CommittedOffset, GroupMetadata, GroupState
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.group.offsets_records import (
     GroupMetadataKey,
     OffsetCommitKey,

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.group.coordinator import GroupCoordinator, OffsetCommitRequestData
+from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group import GroupState
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.group.offsets_records import (
     GroupMetadataValue,
     MemberMetadataValue,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.group.coordinator import OffsetCommitRequestData
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.group.txn_offsets import TxnOffsetCommits
 from tests.broker.group.harness import AppendFailed, FakeOffsetsLog, Harness, run
 
@@ -45,7 +45,7 @@ async def test_member_checks_pending_commit_and_abort() -> None:
     log = TxnLog()
     h = await Harness(log).start()
     (a, _b), gen = await h.stable_group(G, 2)
-    txn = TxnOffsetCommits(h.coordinator)
+    txn = TxnOffsetCommits(h.coordinator.registry)
 
     async def commit(pid: int, member: str, generation: int, instance: str | None = None):
         results = await txn.commit(
@@ -77,7 +77,7 @@ async def test_member_checks_pending_commit_and_abort() -> None:
 async def test_unknown_group_and_restore() -> None:
     log = TxnLog()
     h = await Harness(log).start()
-    txn = TxnOffsetCommits(h.coordinator)
+    txn = TxnOffsetCommits(h.coordinator.registry)
     results = await txn.commit(
         group_id="never-seen", producer_id=5, producer_epoch=0, generation_id=4,
         member_id="m", group_instance_id=None, offsets={("t", 0): data(9)},
@@ -89,7 +89,7 @@ async def test_unknown_group_and_restore() -> None:
     )  # fmt: skip
     assert results == {("t", 0): ErrorCode.none}
     # A new coordinator (after a restart) gets the still-open records back as pending.
-    fresh = TxnOffsetCommits(h.coordinator)
+    fresh = TxnOffsetCommits(h.coordinator.registry)
     partition = h.coordinator.partition_for(G)
     fresh.restore(partition, {5: [(off, k, v) for _pid, off, k, v in log.txn_records]})
     assert fresh.unstable_partitions(G, None) == {("t", 0)}
@@ -104,7 +104,7 @@ async def test_replication_failures_map_as_kafka_and_leave_nothing_pending() -> 
     the transactional producer acts on (it finds the coordinator again and retries)."""
     log = TxnLog()
     h = await Harness(log).start()
-    txn = TxnOffsetCommits(h.coordinator)
+    txn = TxnOffsetCommits(h.coordinator.registry)
     cases = [
         (19, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS
         (20, ErrorCode.coordinator_not_available),  # NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -12,26 +12,25 @@
 * :class:`DelayedSync` -- after the join, members must send SyncGroup within the rebalance
   timeout or be removed (another rebalance follows).
 
-The decisions live in :class:`~odradek.broker.group.coordinator.GroupCoordinator`; these
-classes only route purgatory callbacks to it.
+The decisions live in :class:`~odradek.broker.group.rebalance.Rebalancer`; these classes
+only route purgatory callbacks to it, through the :class:`RebalanceDecisions` it implements
+(so this module does not depend on the one that uses it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from odradek.broker.group.group import GroupMetadata, GroupState
 from odradek.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-
-if TYPE_CHECKING:
-    from odradek.broker.group.coordinator import GroupCoordinator
 
 __all__ = [
     "DelayedHeartbeat",
     "DelayedJoin",
     "DelayedSync",
     "InitialDelayedJoin",
+    "RebalanceDecisions",
     "join_key",
     "member_key",
     "sync_key",
@@ -50,17 +49,39 @@ def member_key(group_id: str, member_id: str) -> Hashable:
     return ("member", group_id, member_id)
 
 
+class RebalanceDecisions(Protocol):
+    """What the operations below call back into when they may complete or expire."""
+
+    def try_complete_join(
+        self, group: GroupMetadata, force_complete: Callable[[], bool]
+    ) -> bool: ...
+
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+    def try_complete_heartbeat(self, operation: DelayedHeartbeat) -> bool: ...
+
+    def on_expire_heartbeat(
+        self, group: GroupMetadata, member_id: str, is_pending: bool
+    ) -> None: ...
+
+    def try_complete_pending_sync(
+        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
+    ) -> bool: ...
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
+
+
 class DelayedJoin(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, rebalancer: RebalanceDecisions, group: GroupMetadata, delay_ms: int) -> None:
         super().__init__(max(delay_ms, 0))
-        self.coordinator = coordinator
+        self.rebalancer = rebalancer
         self.group = group
 
     def try_complete(self) -> bool:
-        return self.coordinator._try_complete_join(self.group, self.force_complete)
+        return self.rebalancer.try_complete_join(self.group, self.force_complete)
 
     def on_complete(self) -> None:
-        self.coordinator._on_complete_join(self.group)
+        self.rebalancer.on_complete_join(self.group)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.group.group_id!r}, {self.delay_ms} ms)"
@@ -69,14 +90,14 @@ class DelayedJoin(DelayedOperation):
 class InitialDelayedJoin(DelayedJoin):
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        rebalancer: RebalanceDecisions,
         purgatory: DelayedOperationPurgatory,
         group: GroupMetadata,
         configured_delay_ms: int,
         delay_ms: int,
         remaining_ms: int,
     ) -> None:
-        super().__init__(coordinator, group, delay_ms)
+        super().__init__(rebalancer, group, delay_ms)
         self.purgatory = purgatory
         self.configured_delay_ms = configured_delay_ms
         self.remaining_ms = remaining_ms
@@ -92,7 +113,7 @@ class InitialDelayedJoin(DelayedJoin):
             remaining = max(self.remaining_ms - self.delay_ms, 0)
             self.purgatory.try_complete_else_watch(
                 InitialDelayedJoin(
-                    self.coordinator,
+                    self.rebalancer,
                     self.purgatory,
                     group,
                     self.configured_delay_ms,
@@ -102,32 +123,32 @@ class InitialDelayedJoin(DelayedJoin):
                 [join_key(group.group_id)],
             )
         else:
-            self.coordinator._on_complete_join(group)
+            self.rebalancer.on_complete_join(group)
 
 
 class DelayedHeartbeat(DelayedOperation):
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        rebalancer: RebalanceDecisions,
         group: GroupMetadata,
         member_id: str,
         is_pending: bool,
         timeout_ms: int,
     ) -> None:
         super().__init__(max(timeout_ms, 0))
-        self.coordinator = coordinator
+        self.rebalancer = rebalancer
         self.group = group
         self.member_id = member_id
         self.is_pending = is_pending
 
     def try_complete(self) -> bool:
-        return self.coordinator._try_complete_heartbeat(self)
+        return self.rebalancer.try_complete_heartbeat(self)
 
     def on_complete(self) -> None:
         pass  # a heartbeat that arrived in time needs no action
 
     def on_expiration(self) -> None:
-        self.coordinator._on_expire_heartbeat(self.group, self.member_id, self.is_pending)
+        self.rebalancer.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
 
     def __repr__(self) -> str:
         return f"DelayedHeartbeat({self.group.group_id!r}, {self.member_id!r}, {self.delay_ms} ms)"
@@ -135,15 +156,19 @@ class DelayedHeartbeat(DelayedOperation):
 
 class DelayedSync(DelayedOperation):
     def __init__(
-        self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, delay_ms: int
+        self,
+        rebalancer: RebalanceDecisions,
+        group: GroupMetadata,
+        generation_id: int,
+        delay_ms: int,
     ) -> None:
         super().__init__(max(delay_ms, 0))
-        self.coordinator = coordinator
+        self.rebalancer = rebalancer
         self.group = group
         self.generation_id = generation_id
 
     def try_complete(self) -> bool:
-        return self.coordinator._try_complete_pending_sync(
+        return self.rebalancer.try_complete_pending_sync(
             self.group, self.generation_id, self.force_complete
         )
 
@@ -151,4 +176,4 @@ class DelayedSync(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator._on_expire_pending_sync(self.group, self.generation_id)
+        self.rebalancer.on_expire_pending_sync(self.group, self.generation_id)

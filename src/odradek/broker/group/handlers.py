@@ -35,11 +35,9 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.group.coordinator import (
-    GroupCoordinator,
-    OffsetCommitRequestData,
-)
+from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group import GroupState
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.handlers.common import LARGE_RESPONSE_ITEMS, Ticker
 from odradek.broker.requests import ResponseValues
 from odradek.protocol.build import build_response

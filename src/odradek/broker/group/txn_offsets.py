@@ -29,7 +29,8 @@ from odradek.broker.group.offsets_records import (
 from odradek.broker.group.persistence import offset_commit_records
 
 if TYPE_CHECKING:
-    from odradek.broker.group.coordinator import GroupCoordinator, OffsetCommitRequestData
+    from odradek.broker.group.offsets import OffsetCommitRequestData
+    from odradek.broker.group.registry import GroupRegistry
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,8 @@ TopicPartition = tuple[str, int]
 
 
 class TxnOffsetCommits:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self._coordinator = coordinator
+    def __init__(self, registry: GroupRegistry) -> None:
+        self._registry = registry
         # group id -> producer id -> partition -> pending offset
         self._pending: dict[str, dict[int, dict[TopicPartition, CommittedOffset]]] = {}
 
@@ -63,28 +64,28 @@ class TxnOffsetCommits:
         group_instance_id: str | None,
         offsets: Mapping[TopicPartition, OffsetCommitRequestData],
     ) -> dict[TopicPartition, ErrorCode]:
-        coordinator = self._coordinator
-        error = coordinator._group_error(group_id, allow_empty=True)
+        registry = self._registry
+        error = registry.group_error(group_id, allow_empty=True)
         if error is None:
-            group = coordinator._groups.get(group_id)
+            group = registry.groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
                     error = ErrorCode.illegal_generation
                 else:
-                    group = GroupMetadata(group_id, GroupState.EMPTY, coordinator.clock())
-                    coordinator._groups[group_id] = group
+                    group = GroupMetadata(group_id, GroupState.EMPTY, registry.clock())
+                    registry.groups[group_id] = group
             if group is not None:
-                error = _validate(coordinator, group, generation_id, member_id, group_instance_id)
+                error = _validate(registry, group, generation_id, member_id, group_instance_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        now = coordinator.clock()
+        now = registry.clock()
         to_write: dict[TopicPartition, CommittedOffset] = {}
         results: dict[TopicPartition, ErrorCode] = {}
         for tp, data in offsets.items():
             metadata = data.metadata or ""
             if (
                 len(metadata.encode("utf-16-le")) // 2
-                > coordinator.config.offset_metadata_max_bytes
+                > registry.config.offset_metadata_max_bytes
             ):
                 results[tp] = ErrorCode.offset_metadata_too_large
                 continue
@@ -96,9 +97,9 @@ class TxnOffsetCommits:
             )
         if not to_write:
             return results
-        partition = coordinator.partition_for(group_id)
+        partition = registry.partition_for(group_id)
         try:
-            last = await coordinator.log.append_transactional(  # type: ignore[attr-defined]
+            last = await registry.log.append_transactional(  # type: ignore[attr-defined]
                 partition,
                 offset_commit_records(group_id, to_write),
                 producer_id=producer_id,
@@ -118,16 +119,16 @@ class TxnOffsetCommits:
 
     def complete(self, partition: int, producer_id: int, commit: bool) -> None:
         """A marker of ``producer_id`` landed in ``__consumer_offsets-partition``."""
-        coordinator = self._coordinator
+        registry = self._registry
         for group_id in list(self._pending):
-            if coordinator.partition_for(group_id) != partition:
+            if registry.partition_for(group_id) != partition:
                 continue
             offsets = self._pending[group_id].pop(producer_id, None)
             if not self._pending[group_id]:
                 del self._pending[group_id]
             if not commit or not offsets:
                 continue
-            group = coordinator._groups.get(group_id)
+            group = registry.groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
                 continue
             for tp, committed in offsets.items():
@@ -137,7 +138,7 @@ class TxnOffsetCommits:
         self, partition: int, open_txns: Mapping[int, list[tuple[int, bytes, bytes | None]]]
     ) -> None:
         """Make the records of transactions still open at load time pending again."""
-        coordinator = self._coordinator
+        registry = self._registry
         for producer_id, records in open_txns.items():
             for log_offset, key_bytes, value_bytes in records:
                 try:
@@ -150,11 +151,11 @@ class TxnOffsetCommits:
                         "skipping malformed pending offset in partition %d: %s", partition, exc
                     )
                     continue
-                if coordinator.partition_for(key.group) != partition:
+                if registry.partition_for(key.group) != partition:
                     continue
-                if key.group not in coordinator._groups:
-                    coordinator._groups[key.group] = GroupMetadata(
-                        key.group, GroupState.EMPTY, coordinator.clock()
+                if key.group not in registry.groups:
+                    registry.groups[key.group] = GroupMetadata(
+                        key.group, GroupState.EMPTY, registry.clock()
                     )
                 self._pending.setdefault(key.group, {}).setdefault(producer_id, {})[
                     (key.topic, key.partition)
@@ -168,7 +169,7 @@ class TxnOffsetCommits:
 
 
 def _validate(
-    coordinator: Any,
+    registry: Any,
     group: GroupMetadata,
     generation_id: int,
     member_id: str,

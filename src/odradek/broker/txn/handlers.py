@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.group.coordinator import OffsetCommitRequestData
+from odradek.broker.group.offsets import OffsetCommitRequestData
 from odradek.broker.group.partitioning import partition_for
 from odradek.broker.handlers.common import respond
 from odradek.broker.producer_ids import ProducerIdsUnavailable, init_producer

@@ -47,7 +47,7 @@ class TransactionService:
             else lambda: coordinators.partition_count(TRANSACTION_STATE_TOPIC),
             None if parts is None else self.wait_replicated,
         )
-        self.offsets = TxnOffsetCommits(server.group_coordinator)
+        self.offsets = TxnOffsetCommits(server.group_coordinator.registry)
         self.markers: LocalMarkerWriter | ClusterMarkerWriter
         if parts is None:
             self.markers = LocalMarkerWriter(server.replica_manager, self.offsets.complete)
