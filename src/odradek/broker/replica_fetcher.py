@@ -394,6 +394,9 @@ class ReplicaFetcher:
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
         response = await self._send(FETCH, FETCH_VERSION, request, timeout_s)
         self._session.handle_response(int(response.error_code), int(response.session_id))
+        if response.error_code in _REFUSALS:  # a broker that refuses the whole request
+            self._refused(self._refusal("Fetch", response.error_code))
+            return False
         if response.error_code != ErrorCode.none:
             log.warning("%s: fetch answered %s", self.name, response.error_code.name)
             return False

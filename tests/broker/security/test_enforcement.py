@@ -393,3 +393,43 @@ def test_offset_for_leader_epoch_needs_cluster_action_or_topic_describe(
     assert [t.topic for t in handler.seen.topics] == ["ok"]
     got = {t.topic: int(t.partitions[0].error_code) for t in response.topics}
     assert got == {"ok": 0, "no": ErrorCode.topic_authorization_failed}
+
+
+def test_a_follower_fetch_without_cluster_action_is_refused_per_partition(
+    enforcer: Enforcer,
+) -> None:
+    # Kafka's handleFetchRequest: a follower lacking ClusterAction gets
+    # TOPIC_AUTHORIZATION_FAILED on every partition; the request's own error stays NONE.
+    partition = {
+        "partition": 0,
+        "current_leader_epoch": 0,
+        "fetch_offset": 0,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1024,
+    }
+    request = build_request(
+        1,
+        12,
+        {
+            "replica_id": 2,
+            "max_wait": 500,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": [partition]} for t in ("ok", "other")],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    handler = Handler("never")
+    response = run(enforcer, 1, 12, request, handler)
+    assert handler.seen is None
+    assert response.error_code == ErrorCode.none
+    got = {t.topic: [int(p.error_code) for p in t.partitions] for t in response.responses}
+    assert got == {
+        "ok": [ErrorCode.topic_authorization_failed],
+        "other": [ErrorCode.topic_authorization_failed],
+    }

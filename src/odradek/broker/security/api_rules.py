@@ -99,7 +99,7 @@ def fetch(check: Check, request: Any, _version: int) -> Decision | None:
     if int(getattr(request, "replica_id", -1)) >= 0 and not check.cluster(
         Operation.CLUSTER_ACTION
     ):
-        return Decision(refuse=TOPIC_DENIED)
+        return Decision(refuse=TOPIC_DENIED, refuse_partitions_only=True)
     return None  # consumers: the handler asks ctx.authz per topic
 
 

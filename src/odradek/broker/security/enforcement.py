@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.requests import DeferredResponse, RequestContext, ResponseValues
 from odradek.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.security.authorizer import AclAuthorizer
@@ -51,6 +53,9 @@ class Split:
 @dataclass(slots=True)
 class Decision:
     refuse: int | None = None
+    # The refusal goes on every partition only, the request's own error stays NONE (Kafka
+    # answers a follower's Fetch without ClusterAction so).
+    refuse_partitions_only: bool = False
     answer: dict[str, Any] | None = None  # a refusal whose shape the rule builds itself
     split: Split | None = None
     keep: tuple[str, Callable[[Any], bool]] | None = None
@@ -116,7 +121,10 @@ class Enforcer:
                 api_key,
                 ctx.client_host,
             )
-            return error_response(api_key, version, request, decision.refuse)
+            refused = error_response(api_key, version, request, decision.refuse)
+            if decision.refuse_partitions_only and hasattr(refused, "error_code"):
+                refused = dataclasses.replace(refused, error_code=ErrorCode.none)
+            return refused
         result: Any
         if decision.split is not None:
             result = await self._split(ctx, request, handler, decision.split)
