@@ -140,3 +140,23 @@ def test_plain_users_come_from_the_jaas_entry() -> None:
     security = config.listener_security()["SASL_PLAINTEXT"]
     assert security.mechanisms == ("PLAIN", "SCRAM-SHA-256")
     assert security.plain_users == {"admin": "x", "alice": "a"}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "OAUTHBEARER"])
+def test_a_listeners_jaas_entry_is_read_so_not_reported_unused(mechanism: str) -> None:
+    # `odradek server` warns of the keys in `unused`; the JAAS entry the listener's SASL
+    # mechanism reads is used (the example in docs/operations.md was warned about).
+    if mechanism == "PLAIN":
+        jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="a";'
+    else:
+        jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    key = f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"
+    config = BrokerConfig(
+        {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:1",
+            "sasl.enabled.mechanisms": mechanism,
+            key: jaas,
+        }
+    )
+    assert config.listener_security()["SASL_PLAINTEXT"].mechanisms == (mechanism,)
+    assert key not in config.unused

@@ -80,6 +80,13 @@ def listener_security(
                 return props[name]
         return None
 
+    def _listener_only(mechanism_prefix: str) -> str | None:
+        # A mechanism's JAAS entry has no unprefixed fallback on a broker's listener.
+        name = mechanism_prefix + "sasl.jaas.config"
+        if name in props:
+            used.add(name)
+        return props.get(name)
+
     security = ListenerSecurity(listener, protocol)
     if protocol in ("SSL", "SASL_SSL"):
         try:
@@ -106,12 +113,10 @@ def listener_security(
             raise _error(f"connections.max.reauth.ms: expected a number >= 0, got {reauth!r}")
         security.reauth_ms = int(reauth)
         if "PLAIN" in mechanisms:
-            security.plain_users = _plain_users(
-                listener, props.get(f"{prefix}plain.sasl.jaas.config")
-            )
+            security.plain_users = _plain_users(listener, _listener_only(f"{prefix}plain."))
         if oauthbearer.MECHANISM in mechanisms:
             security.oauth_validator = _oauth_validator(
-                listener, props.get(f"{prefix}oauthbearer.sasl.jaas.config")
+                listener, _listener_only(f"{prefix}oauthbearer.")
             )
     return security
 
