@@ -400,14 +400,6 @@ def test_a_follower_fetch_without_cluster_action_is_refused_per_partition(
 ) -> None:
     # Kafka's handleFetchRequest: a follower lacking ClusterAction gets
     # TOPIC_AUTHORIZATION_FAILED on every partition; the request's own error stays NONE.
-    partition = {
-        "partition": 0,
-        "current_leader_epoch": 0,
-        "fetch_offset": 0,
-        "last_fetched_epoch": -1,
-        "log_start_offset": -1,
-        "partition_max_bytes": 1024,
-    }
     request = build_request(
         1,
         12,
@@ -416,12 +408,10 @@ def test_a_follower_fetch_without_cluster_action_is_refused_per_partition(
             "max_wait": 500,
             "min_bytes": 1,
             "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": [partition]} for t in ("ok", "other")],
-            "forgotten_topics_data": [],
-            "rack_id": "",
+            "topics": [
+                {"topic": t, "partitions": [{"partition": 0, "fetch_offset": 0}]}
+                for t in ("ok", "other")
+            ],
         },
     )
     handler = Handler("never")
