@@ -270,16 +270,6 @@ class Log:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _truncate_epochs(self, end_offset: int, start_offset: int) -> None:
-        """Drop epoch entries outside the log; only when some are (each change fsyncs)."""
-        cache = self.leader_epoch_cache
-        latest = cache.latest_entry()
-        if latest is not None and latest[1] >= end_offset:
-            cache.truncate_from_end(end_offset)
-        earliest = cache.earliest_entry()
-        if earliest is not None and earliest[1] < start_offset:
-            cache.truncate_from_start(start_offset)
-
     # -- properties --------------------------------------------------------------------
 
     @property

@@ -116,7 +116,7 @@ def load(
     leo = log._log_end_offset
     log.log_start_offset = min(max(log_start_offset, log._segments[0].base_offset), leo)
     log.recovery_point = min(recovery_point, leo) if not clean_shutdown else leo
-    log._truncate_epochs(leo, log.log_start_offset)
+    _truncate_epochs(log, leo, log.log_start_offset)
     # The listing is current unless recovery changed the directory.
     log.producer_state.load(log.log_start_offset, leo, listing if clean_shutdown else None)
     if log.producer_state.map_end_offset > recover_from:
@@ -124,6 +124,17 @@ def load(
         # producer state must be replayed over them from a snapshot at or below.
         log.producer_state.truncate_and_reload(log.log_start_offset, recover_from)
     replay_producer_state(log, recover_from)
+
+
+def _truncate_epochs(log: Log, end_offset: int, start_offset: int) -> None:
+    """Drop epoch entries outside the loaded log; only when some are (each change fsyncs)."""
+    cache = log.leader_epoch_cache
+    latest = cache.latest_entry()
+    if latest is not None and latest[1] >= end_offset:
+        cache.truncate_from_end(end_offset)
+    earliest = cache.earliest_entry()
+    if earliest is not None and earliest[1] < start_offset:
+        cache.truncate_from_start(start_offset)
 
 
 def clean_directory(
