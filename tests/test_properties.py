@@ -1,7 +1,9 @@
 """odradek.properties: Java's ``Properties.load`` rules, for every config file odradek reads.
 
-The cases marked "(was ...)" are where the two parsers it replaced (the broker's and the
-perf tools') read a file differently from Java."""
+The cases marked "(was ...)" are where an earlier parser read a file differently from Java:
+the broker's and the perf tools', which this module replaced, or this module's own
+hand-written one, which the javaproperties library replaced. Every expected result here is
+what Java 17's ``Properties.load`` returns (values trimmed as Kafka's ``ConfigDef`` does)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,14 @@ from odradek.properties import PropertiesError, parse_properties, read_propertie
         # Only \n, \r and \r\n end a line (was: also \f, \v, \x85, \u2028 ...).
         ("a=1\x0b2\u20283\n", {"a": "1\x0b2\u20283"}),
         ("a\fb\n", {"a": "b"}),
+        # Lines are joined before escapes are read; a surrogate pair is one character (was:
+        # two lone surrogates).
+        ("a=\\u00\\\n  41\n", {"a": "A"}),
+        ("a=\\uD83D\\uDE00\n", {"a": "\U0001F600"}),
+        # A line of only a backslash, continued into a blank line, is no entry (was: "").
+        ("  \\\n\nb=y\n", {"b": "y"}),
+        # "#:" is a comment like any other.
+        ("#:\n#:=x\n#: a=b\n", {}),
     ],
 )
 def test_java_properties_rules(text: str, expected: dict[str, str]) -> None:
@@ -61,6 +71,10 @@ def test_a_malformed_unicode_escape_names_the_line() -> None:
         parse_properties("a=1\n\nb=\\u12g4\n", "f.properties")
     with pytest.raises(PropertiesError, match=r"x:1: malformed"):
         parse_properties("b=\\u12", "x")
+    # Exactly four hex digits, on the same line: Java refuses all of these.
+    for escape in ("\\u 12 ", "\\u+123", "\\u-123", "\\u1_23", "\\u0x12", "\\u\naba"):
+        with pytest.raises(PropertiesError, match=r"x:1: malformed"):
+            parse_properties(f"a={escape}", "x")
 
 
 def test_read_properties_errors_are_one_line(tmp_path: Path) -> None:
