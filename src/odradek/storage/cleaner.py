@@ -59,18 +59,25 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.records.batch import DecodedBatch, DecodedRecord, decode_batch, rebuild_batch
-from odradek.records.control import ControlType, peek_control_type
-from odradek.records.errors import CorruptRecordError, UncompressedSizeError
-from odradek.records.header import DELETE_HORIZON_MASK, BatchHeader, parse_header, peek_batch_size
+from odradek.records.batch import DecodedBatch, DecodedRecord, rebuild_batch
+from odradek.records.header import parse_header
 from odradek.records.validation import uncompressed_limit
-from odradek.storage.errors import CorruptLogError, StorageError
-from odradek.storage.txn_index import AbortedTxn
+from odradek.storage.cleaner_read import (
+    CleaningAbortedError,
+    batch_header,
+    control_type_of,
+    decode_within,
+    delete_horizon,
+    iter_segment_batches,
+)
+from odradek.storage.cleaner_result import CleanResult
+from odradek.storage.cleaner_txn import CleanedTransactionMetadata
+from odradek.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -86,36 +93,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _DELETE = 0  # drop the batch without looking at its records
 _RETAIN_EMPTY = 1  # keep the batch even if no record survives (header only)
 _DELETE_EMPTY = 2  # keep the surviving records; drop the batch if none survive
-
-
-class CleaningAbortedError(StorageError):
-    """Cleaning of a log was stopped (paused for truncation/deletion, or segments changed)."""
-
-
-@dataclass
-class CleanResult:
-    """What one cleaning pass over one log did."""
-
-    topic: str
-    partition: int
-    first_dirty_offset: int
-    end_offset: int  # the new checkpoint: first offset not cleaned by this pass
-    segments_cleaned: int = 0  # old segments replaced
-    segments_written: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_retained: int = 0
-    keyless_records_dropped: int = 0
-    aborted_batches_dropped: int = 0
-    elapsed_s: float = 0.0
-    # The earliest delete horizon among the tombstones and markers this pass kept: once
-    # it passes, the log must be cleaned again even if nothing new made it dirty.
-    earliest_delete_horizon_ms: int | None = None
-
-    def note_horizon(self, horizon_ms: int) -> None:
-        if self.earliest_delete_horizon_ms is None or horizon_ms < self.earliest_delete_horizon_ms:
-            self.earliest_delete_horizon_ms = horizon_ms
 
 
 class OffsetMap:
@@ -147,159 +124,6 @@ class OffsetMap:
 
     def update_latest_offset(self, offset: int) -> None:
         self.latest_offset = max(self.latest_offset, offset)
-
-
-@dataclass
-class _AbortedTxnState:
-    txn: AbortedTxn
-    last_observed_batch_offset: int | None = None
-
-
-class CleanedTransactionMetadata:
-    """Transaction state while walking the log in offset order (Kafka's class of this name).
-
-    Decides which transactional batches are aborted data (removable) and which markers may
-    be removed, and collects the aborted transactions the new segment's txn index keeps.
-    """
-
-    def __init__(self) -> None:
-        self._pending: list[AbortedTxn] = []  # sorted by first offset, consumed from the front
-        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
-        self._ongoing_committed: set[int] = set()
-        self.retained_aborted: list[AbortedTxn] = []
-
-    def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
-        known = set(self._pending)
-        merged = self._pending + [txn for txn in txns if txn not in known]
-        merged.sort(key=lambda txn: txn.first_offset)
-        self._pending = merged
-
-    def _consume_up_to(self, offset: int) -> None:
-        taken = 0
-        for txn in self._pending:
-            if txn.first_offset > offset:
-                break
-            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
-            taken += 1
-        if taken:
-            del self._pending[:taken]
-
-    def on_control_batch(self, header: BatchHeader, control_type: int | None) -> bool:
-        """A marker was read; True if it may be discarded (it guards no data any more).
-
-        ``control_type`` is None for a control batch whose records were already removed.
-        """
-        self._consume_up_to(header.last_offset)
-        if control_type is None:
-            return True
-        producer_id = header.producer_id
-        if control_type == ControlType.ABORT:
-            state = self._ongoing_aborted.pop(producer_id, None)
-            if state is not None and state.last_observed_batch_offset is not None:
-                # Data of this transaction was seen (and dropped) in this pass: keep the
-                # marker and its index entry one more round.
-                self.retained_aborted.append(state.txn)
-                return False
-            return True
-        if control_type == ControlType.COMMIT:
-            if producer_id in self._ongoing_committed:
-                self._ongoing_committed.discard(producer_id)
-                return False
-            return True
-        return False  # some other control record: never ours to remove
-
-    def on_data_batch(self, header: BatchHeader) -> bool:
-        """A data batch was read; True if it belongs to an aborted transaction."""
-        self._consume_up_to(header.last_offset)
-        if not header.is_transactional:
-            return False
-        state = self._ongoing_aborted.get(header.producer_id)
-        if state is not None:
-            state.last_observed_batch_offset = header.last_offset
-            return True
-        self._ongoing_committed.add(header.producer_id)
-        return False
-
-
-# -- reading segments ---------------------------------------------------------------------
-
-
-def _read(segment: Any, position: int, length: int) -> bytes:
-    try:
-        return segment.read_bytes(position, length)
-    except (StorageError, FileNotFoundError) as exc:
-        if getattr(segment, "closed", False) or isinstance(exc, FileNotFoundError):
-            # Retention, truncation or deletion removed the segment meanwhile.
-            raise CleaningAbortedError(f"{segment.log_path} went away during cleaning") from None
-        raise
-
-
-def _iter_segment_batches(segment: Any, io_buffer_size: int) -> Iterator[tuple[int, bytes]]:
-    """``(position, batch bytes)`` for every whole batch of a (non-active) segment."""
-    limit = segment.size
-    pos = 0
-    buf = b""
-    buf_pos = 0
-    while pos < limit:
-        rel = pos - buf_pos
-        if rel + 12 > len(buf):
-            buf = _read(segment, pos, min(max(io_buffer_size, 12), limit - pos))
-            buf_pos, rel = pos, 0
-        try:
-            size = peek_batch_size(buf, rel)
-        except CorruptRecordError as exc:
-            raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
-        if size is None or pos + size > limit:
-            raise CorruptLogError(f"{segment.log_path}: batch at byte {pos} runs past the end")
-        if rel + size > len(buf):
-            buf = _read(segment, pos, max(io_buffer_size, size))
-            buf_pos, rel = pos, 0
-            if len(buf) < size:
-                raise CorruptLogError(f"{segment.log_path}: batch at byte {pos} is truncated")
-        yield pos, buf[rel : rel + size]
-        pos += size
-
-
-def _decode(segment: Any, pos: int, data: bytes, limit: int) -> DecodedBatch | None:
-    """The batch's records, or None when they inflate past ``limit``.
-
-    Such a batch was stored before produce bounded decompression (or under a larger
-    max.message.bytes). Holding it in memory could take the broker down, so the
-    cleaner leaves it exactly as it is: its keys stay out of the offset map and the
-    batch is copied unchanged, which keeps more data, never less.
-    """
-    try:
-        return decode_batch(data, max_uncompressed=limit)
-    except UncompressedSizeError as exc:
-        log.warning(
-            "%s at byte %d: batch at offset %d is kept uncleaned: %s",
-            segment.log_path, pos, parse_header(data).base_offset, exc,
-        )  # fmt: skip
-        return None
-    except CorruptRecordError as exc:
-        raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
-
-
-def _header(segment: Any, pos: int, data: bytes) -> BatchHeader:
-    try:
-        return parse_header(data)
-    except CorruptRecordError as exc:
-        raise CorruptLogError(f"{segment.log_path} at byte {pos}: {exc}") from None
-
-
-def _control_type(batch: DecodedBatch | None) -> int | None:
-    if batch is None:
-        return -1  # too large to read: treated as "not ours to remove"
-    if not batch.records:
-        return None
-    try:
-        return peek_control_type(batch.records[0].key)
-    except CorruptRecordError:
-        return -1  # unreadable control record: treated as "not ours to remove"
-
-
-def _delete_horizon(header: BatchHeader) -> int | None:
-    return header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
 
 
 # -- planning -----------------------------------------------------------------------------
@@ -443,17 +267,18 @@ def build_offset_map(
     txns.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
     for i, segment in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        for pos, data in _iter_segment_batches(segment, io_buffer_size):
+        for pos, data in iter_segment_batches(segment, io_buffer_size):
             check_done()
-            header = _header(segment, pos, data)
+            header = batch_header(segment, pos, data)
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
                 break
             if header.is_control:
-                txns.on_control_batch(header, _control_type(_decode(segment, pos, data, limit)))
+                marker = control_type_of(decode_within(segment, pos, data, limit))
+                txns.on_control_batch(header, marker)
             elif not txns.on_data_batch(header):
-                decoded = _decode(segment, pos, data, limit)
+                decoded = decode_within(segment, pos, data, limit)
                 for record in decoded.records if decoded is not None else ():
                     if record.key is None or record.offset < start:
                         continue
@@ -493,12 +318,12 @@ def filter_batch(
     ctx: _FilterContext, segment: Any, pos: int, data: bytes
 ) -> tuple[bytes | bytearray | None, int]:
     """What to write for one batch: ``(bytes or None to drop it, records retained)``."""
-    header = _header(segment, pos, data)
-    horizon = _delete_horizon(header)
+    header = batch_header(segment, pos, data)
+    horizon = delete_horizon(header)
     decoded: DecodedBatch | None = None
     if header.is_control:
-        decoded = _decode(segment, pos, data, ctx.max_uncompressed)
-        can_discard = ctx.txns.on_control_batch(header, _control_type(decoded))
+        decoded = decode_within(segment, pos, data, ctx.max_uncompressed)
+        can_discard = ctx.txns.on_control_batch(header, control_type_of(decoded))
         discard_records = can_discard and horizon is not None and horizon <= ctx.now_ms
     else:
         can_discard = ctx.txns.on_data_batch(header)
@@ -523,7 +348,7 @@ def filter_batch(
     if retention == _DELETE:
         return None, 0
     if not header.is_control:
-        decoded = _decode(segment, pos, data, ctx.max_uncompressed)
+        decoded = decode_within(segment, pos, data, ctx.max_uncompressed)
     if decoded is None:
         return data, header.records_count  # too large to decode: kept as it is
     if discard_records:
@@ -576,7 +401,7 @@ def _clean_group(
             ctx.txns.add_aborted_transactions(
                 log_.collect_aborted_transactions(segment.base_offset, upper)
             )
-            for pos, data in _iter_segment_batches(segment, io_buffer_size):
+            for pos, data in iter_segment_batches(segment, io_buffer_size):
                 check_done()
                 result.bytes_read += len(data)
                 out, retained = filter_batch(ctx, segment, pos, data)
