@@ -60,28 +60,21 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.records.batch import DecodedBatch, DecodedRecord, rebuild_batch
 from odradek.records.header import parse_header
 from odradek.records.validation import uncompressed_limit
-from odradek.storage.cleaner_read import (
-    CleaningAbortedError,
-    batch_header,
-    control_type_of,
-    decode_within,
-    delete_horizon,
-    iter_segment_batches,
-)
+from odradek.storage.cleaner_filter import FilterContext, filter_batch
+from odradek.storage.cleaner_plan import CleanablePlan, group_segments_by_size, plan_cleaning
+from odradek.storage.cleaner_read import CleaningAbortedError, iter_segment_batches
 from odradek.storage.cleaner_result import CleanResult
 from odradek.storage.cleaner_txn import CleanedTransactionMetadata
 from odradek.storage.errors import StorageError
+from odradek.storage.offset_map import OffsetMap, build_offset_map
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
 DEFAULT_IO_BUFFER_SIZE = 1024 * 1024  # log.cleaner.io.buffer.size is 512 KiB per buffer
 DEFAULT_MAX_MAP_ENTRIES = 1_000_000  # stands in for log.cleaner.dedupe.buffer.size
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
@@ -89,294 +82,11 @@ DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
 CLEANED_SUFFIX = ".cleaned"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
-# Batch retention decisions (Kafka's MemoryRecords.RecordFilter.BatchRetention).
-_DELETE = 0  # drop the batch without looking at its records
-_RETAIN_EMPTY = 1  # keep the batch even if no record survives (header only)
-_DELETE_EMPTY = 2  # keep the surviving records; drop the batch if none survive
-
-
-class OffsetMap:
-    """Key -> latest offset over the dirty range, bounded in entries.
-
-    ``latest_offset`` is the last offset the map fully accounts for: records above it were
-    not looked at and are always kept.
-    """
-
-    def __init__(self, max_entries: int) -> None:
-        if max_entries < 1:
-            raise ValueError("the offset map needs room for at least one key")
-        self.max_entries = max_entries
-        self._offsets: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def put(self, key: bytes, offset: int) -> bool:
-        """Record ``key`` at ``offset``; False (and nothing stored) when the map is full."""
-        if key not in self._offsets and len(self._offsets) >= self.max_entries:
-            return False
-        self._offsets[key] = offset
-        return True
-
-    def get(self, key: bytes) -> int:
-        return self._offsets.get(key, -1)
-
-    def update_latest_offset(self, offset: int) -> None:
-        self.latest_offset = max(self.latest_offset, offset)
-
-
-# -- planning -----------------------------------------------------------------------------
-
-
-def segments_overlapping(segments: Sequence[Any], start: int, end: int) -> list[Any]:
-    """Segments holding offsets in ``[start, end)`` (a segment ends where the next begins)."""
-    found = []
-    for i, segment in enumerate(segments):
-        if segment.base_offset >= end:
-            break
-        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        if next_base is None or next_base > start:
-            found.append(segment)
-    return found
-
-
-@dataclass
-class CleanablePlan:
-    """Where a log may be cleaned now, and how urgently (Kafka's LogToClean)."""
-
-    first_dirty: int
-    first_uncleanable: int
-    clean_bytes: int
-    dirty_bytes: int
-    needs_compaction_now: bool  # max.compaction.lag.ms passed for the first dirty segment
-
-    @property
-    def dirty_ratio(self) -> float:
-        total = self.clean_bytes + self.dirty_bytes
-        return self.dirty_bytes / total if total else 0.0
-
-
-def plan_cleaning(
-    log_: Any, *, now_ms: int, cleaner_offset: int | None, high_watermark: int | None = None
-) -> CleanablePlan:
-    """Compute the cleanable range and dirty ratio of ``log_`` (nothing is read from disk
-    except index entries and, with a compaction lag, segment timestamps)."""
-    config = log_.config
-    segments = list(log_.segments)
-    log_start = log_.log_start_offset
-    log_end = log_.log_end_offset
-    if cleaner_offset is None or cleaner_offset < log_start or cleaner_offset > log_end:
-        first_dirty = log_start
-    else:
-        first_dirty = cleaner_offset
-    active = segments[-1]
-    bounds = [active.base_offset]
-    first_unstable = log_.first_unstable_offset()
-    if first_unstable is not None:
-        bounds.append(first_unstable)
-    if high_watermark is None:
-        high_watermark = getattr(log_, "high_watermark", None)
-    if high_watermark is not None:
-        bounds.append(high_watermark)
-    dirty_non_active = [
-        s
-        for s in segments_overlapping(segments, first_dirty, active.base_offset)
-        if s is not active
-    ]
-    lag = max(config.min_compaction_lag_ms, 0)
-    if lag > 0:
-        for segment in dirty_non_active:
-            if segment.largest_timestamp() > now_ms - lag:
-                bounds.append(segment.base_offset)
-                break
-    first_uncleanable = max(first_dirty, min(bounds))
-    clean_bytes = sum(s.size for s in segments_overlapping(segments, -1, first_dirty))
-    dirty_bytes = sum(
-        s.size for s in segments_overlapping(segments, first_dirty, first_uncleanable)
-    )
-    needs_now = False
-    max_lag = config.max_compaction_lag_ms
-    if dirty_non_active and max_lag < 2**63 - 1:
-        first_timestamp = dirty_non_active[0].first_batch_timestamp()
-        if first_timestamp is not None and 0 <= first_timestamp < now_ms - max_lag:
-            needs_now = True
-    return CleanablePlan(first_dirty, first_uncleanable, clean_bytes, dirty_bytes, needs_now)
-
-
-def group_segments_by_size(
-    segments: Sequence[Any], max_size: int, max_index_size: int, first_uncleanable: int
-) -> list[list[Any]]:
-    """Split consecutive segments into groups that each fit in one new segment."""
-
-    def index_bytes(segment: Any) -> tuple[int, int]:
-        try:
-            return (
-                segment.offset_index.entries * segment.offset_index.entry_size,
-                segment.time_index.entries * segment.time_index.entry_size,
-            )
-        except StorageError:
-            return (0, 0)  # a bad index is rebuilt by the segment; size it as empty
-
-    groups: list[list[Any]] = []
-    remaining = list(segments)
-    while remaining:
-        group = [remaining.pop(0)]
-        log_size = group[0].size
-        offset_index_size, time_index_size = index_bytes(group[0])
-        while remaining:
-            candidate = remaining[0]
-            candidate_offset, candidate_time = index_bytes(candidate)
-            # Last offset the candidate may hold: the next segment's base - 1, or the bound.
-            last_offset = (
-                remaining[1].base_offset - 1 if len(remaining) > 1 else first_uncleanable - 1
-            )
-            if (
-                log_size + candidate.size > max_size
-                or offset_index_size + candidate_offset > max_index_size
-                or time_index_size + candidate_time > max_index_size
-                or (candidate.size and last_offset - group[0].base_offset > INT32_MAX)
-            ):
-                break
-            group.append(remaining.pop(0))
-            log_size += candidate.size
-            offset_index_size += candidate_offset
-            time_index_size += candidate_time
-        groups.append(group)
-    return groups
-
-
-# -- the pass -----------------------------------------------------------------------------
-
-
-def build_offset_map(
-    log_: Any,
-    segments: Sequence[Any],
-    start: int,
-    end: int,
-    offset_map: OffsetMap,
-    *,
-    io_buffer_size: int,
-    check_done: Callable[[], None],
-    result: CleanResult,
-) -> None:
-    """Fill ``offset_map`` with the latest offset of every key in ``[start, end)``."""
-    dirty = segments_overlapping(segments, start, end)
-    limit = uncompressed_limit(log_.config.max_message_bytes)
-    txns = CleanedTransactionMetadata()
-    txns.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
-    for i, segment in enumerate(dirty):
-        next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        for pos, data in iter_segment_batches(segment, io_buffer_size):
-            check_done()
-            header = batch_header(segment, pos, data)
-            if header.last_offset < start:
-                continue
-            if header.base_offset >= end:
-                break
-            if header.is_control:
-                marker = control_type_of(decode_within(segment, pos, data, limit))
-                txns.on_control_batch(header, marker)
-            elif not txns.on_data_batch(header):
-                decoded = decode_within(segment, pos, data, limit)
-                for record in decoded.records if decoded is not None else ():
-                    if record.key is None or record.offset < start:
-                        continue
-                    if not offset_map.put(record.key, record.offset):
-                        return  # full: the map covers up to the previous batch
-            offset_map.update_latest_offset(header.last_offset)
-        # An offset gap at the end of a segment is covered too.
-        offset_map.update_latest_offset(next_start - 1)
-
-
-@dataclass
-class _FilterContext:
-    offset_map: OffsetMap
-    txns: CleanedTransactionMetadata
-    now_ms: int
-    delete_retention_ms: int
-    last_batches: dict[int, tuple[int, int]]  # producer id -> (last data offset, epoch)
-    upper_bound: int  # first uncleanable offset of this pass
-    result: CleanResult
-    max_uncompressed: int  # decompression bound (see odradek.records.validation)
-
-
-def _retain_record(ctx: _FilterContext, horizon: int | None, record: DecodedRecord) -> bool:
-    if record.offset > ctx.offset_map.latest_offset:
-        return True
-    if record.key is None:
-        ctx.result.keyless_records_dropped += 1
-        return False
-    if record.offset < ctx.offset_map.get(record.key):
-        return False
-    if record.value is not None:
-        return True
-    return horizon is None or ctx.now_ms < horizon  # a tombstone until its horizon
-
-
-def filter_batch(
-    ctx: _FilterContext, segment: Any, pos: int, data: bytes
-) -> tuple[bytes | bytearray | None, int]:
-    """What to write for one batch: ``(bytes or None to drop it, records retained)``."""
-    header = batch_header(segment, pos, data)
-    horizon = delete_horizon(header)
-    decoded: DecodedBatch | None = None
-    if header.is_control:
-        decoded = decode_within(segment, pos, data, ctx.max_uncompressed)
-        can_discard = ctx.txns.on_control_batch(header, control_type_of(decoded))
-        discard_records = can_discard and horizon is not None and horizon <= ctx.now_ms
-    else:
-        can_discard = ctx.txns.on_data_batch(header)
-        discard_records = can_discard
-        if can_discard:
-            ctx.result.aborted_batches_dropped += 1
-    last = ctx.last_batches.get(header.producer_id) if header.has_producer_id else None
-    if last is None:
-        is_last_of_producer = False
-    elif last[0] >= 0:
-        is_last_of_producer = header.last_offset == last[0]
-    else:
-        is_last_of_producer = header.is_control and header.producer_epoch == last[1]
-    if is_last_of_producer or header.next_offset == ctx.upper_bound:
-        retention = _RETAIN_EMPTY
-    elif discard_records:
-        retention = _DELETE
-    else:
-        retention = _DELETE_EMPTY
-    marker_for_empty_txn = can_discard and header.is_control
-    ctx.result.records_read += header.records_count
-    if retention == _DELETE:
-        return None, 0
-    if not header.is_control:
-        decoded = decode_within(segment, pos, data, ctx.max_uncompressed)
-    if decoded is None:
-        return data, header.records_count  # too large to decode: kept as it is
-    if discard_records:
-        kept: list[DecodedRecord] = []
-    elif header.is_control:
-        kept = list(decoded.records)
-    else:
-        kept = [r for r in decoded.records if _retain_record(ctx, horizon, r)]
-    if kept:
-        has_tombstone = any(r.value is None for r in kept) and not header.is_control
-        needs_horizon = (has_tombstone or marker_for_empty_txn) and horizon is None
-        new_horizon = ctx.now_ms + ctx.delete_retention_ms if needs_horizon else horizon
-        if new_horizon is not None and (has_tombstone or marker_for_empty_txn):
-            # Only what the horizon will remove counts; a horizon on a batch whose
-            # tombstones are already gone must not bring the log back every pass.
-            ctx.result.note_horizon(new_horizon)
-        if len(kept) == len(decoded.records) and not needs_horizon:
-            return data, len(kept)
-        return rebuild_batch(decoded, kept, delete_horizon_ms=new_horizon), len(kept)
-    if retention == _RETAIN_EMPTY:
-        return rebuild_batch(decoded, []), 0
-    return None, 0
-
 
 def _clean_group(
     log_: Any,
     group: Sequence[Any],
-    ctx: _FilterContext,
+    ctx: FilterContext,
     *,
     io_buffer_size: int,
     check_done: Callable[[], None],
@@ -516,7 +226,7 @@ def clean_log(
         result.elapsed_s = time.monotonic() - started
         return result  # not even one batch fitted in the map
     producers = log_.producer_state.active_producers()
-    ctx = _FilterContext(
+    ctx = FilterContext(
         offset_map=offset_map,
         txns=CleanedTransactionMetadata(),
         now_ms=now_ms,
