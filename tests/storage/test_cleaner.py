@@ -19,17 +19,13 @@ from odradek.records.compression import Compression
 from odradek.records.control import ControlType, build_end_txn_marker
 from odradek.records.header import DELETE_HORIZON_MASK, iter_headers
 from odradek.storage.checkpoint import OffsetCheckpointFile
-from odradek.storage.cleaner import (
-    CLEANER_OFFSET_CHECKPOINT,
-    CleaningAbortedError,
-    LogCleaner,
-    OffsetMap,
-    clean_log,
-    group_segments_by_size,
-    plan_cleaning,
-)
+from odradek.storage.cleaner import clean_log
+from odradek.storage.cleaner_plan import group_segments_by_size, plan_cleaning
+from odradek.storage.cleaner_read import CleaningAbortedError
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log
+from odradek.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
+from odradek.storage.offset_map import OffsetMap
 
 DAY_MS = 86_400_000
 T0_MS = 1_700_000_000_000
@@ -691,9 +687,9 @@ def test_tombstones_go_once_their_horizon_passes_without_new_dirt(tmp_path):
     """KIP-534: a pass that keeps a tombstone leaves a delete horizon; once it passes, the
     cleaner revisits the log even though nothing new made it dirty."""
     from odradek.records.batch import Record, build_batch
-    from odradek.storage.cleaner import LogCleaner
     from odradek.storage.config import LogConfig
     from odradek.storage.log import Log
+    from odradek.storage.log_cleaner import LogCleaner
 
     now = [1_000.0]
     config = LogConfig.from_properties(

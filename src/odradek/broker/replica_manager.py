@@ -36,7 +36,6 @@ from odradek.broker.partition import FollowerTracker
 from odradek.broker.replica_selector import RackAwareReplicaSelector, ReplicaView
 from odradek.broker.replication_quota import ReplicationQuota
 from odradek.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptCheckpointError,
@@ -48,6 +47,7 @@ from odradek.storage.errors import (
 from odradek.storage.file_region import FileRegion
 from odradek.storage.log import Log
 from odradek.storage.log_append import AppendInfo
+from odradek.storage.log_cleaner import LogCleaner
 from odradek.storage.log_dir_failure import is_io_failure
 from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_state import ORIGIN_CLIENT

@@ -75,9 +75,9 @@ from odradek.cluster.metadata import BrokerInfo, MetadataStore
 from odradek.protocol.fetch_encoder import encode_fetch_response
 from odradek.protocol.versions import advertised
 from odradek.storage import flush_stats, meta_properties
-from odradek.storage.cleaner import LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.dir_lock import DirLock
+from odradek.storage.log_cleaner import LogCleaner
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)

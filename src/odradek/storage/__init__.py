@@ -6,5 +6,7 @@ with ``log_loader`` (opening, recovery), ``log_append`` (per-batch checks of an 
 ``log_read``, ``log_flush``, ``log_retention`` and ``log_truncation``, ``log_manager``
 (all logs of a data directory, checkpoints, clean shutdown), ``file_region`` (zero-copy
 reads), ``checkpoint`` and ``partition_metadata`` (small text files), ``leader_epoch``,
-``producer_state`` and ``cleaner``.
+``producer_state``, and compaction: ``log_cleaner`` (the cleaner threads) over ``cleaner``
+(one pass) with ``cleaner_plan``, ``offset_map``, ``cleaner_filter``, ``cleaner_txn``,
+``cleaner_read`` and ``cleaner_result``.
 """
