@@ -79,11 +79,10 @@ from odradek.storage.cleaner_read import CleaningAbortedError, iter_segment_batc
 from odradek.storage.cleaner_result import CleanResult
 from odradek.storage.cleaner_txn import CleanedTransactionMetadata
 from odradek.storage.offset_map import OffsetMap, build_offset_map
+from odradek.storage.segment import CLEANED_SUFFIX
 
 DEFAULT_IO_BUFFER_SIZE = 1024 * 1024  # log.cleaner.io.buffer.size is 512 KiB per buffer
 DEFAULT_MAX_MAP_ENTRIES = 1_000_000  # stands in for log.cleaner.dedupe.buffer.size
-
-CLEANED_SUFFIX = ".cleaned"
 
 
 def _clean_group(

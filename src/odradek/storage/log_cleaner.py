@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from odradek.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT
 from odradek.storage.cleaner import DEFAULT_IO_BUFFER_SIZE, DEFAULT_MAX_MAP_ENTRIES, clean_log
 from odradek.storage.cleaner_plan import CleanablePlan, plan_cleaning
 from odradek.storage.cleaner_read import CleaningAbortedError
@@ -29,8 +30,6 @@ from odradek.storage.errors import StorageError
 log = logging.getLogger("odradek.storage.cleaner")
 
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
-
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def _is_compacted(log_: Any) -> bool:
