@@ -9,9 +9,7 @@ produce works again and every record acknowledged before the failure reads back 
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ from confluent_kafka import KafkaError, Producer
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.clients import read_partition
+from tests.helpers.disks import fill, small_tmpfs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -31,21 +30,8 @@ TOPIC = "disk"
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk") as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def produce_one(bootstrap: str, value: bytes) -> tuple[int | None, int]:
@@ -62,23 +48,6 @@ def produce_one(bootstrap: str, value: bytes) -> tuple[int | None, int]:
     producer.flush(30)
     assert len(outcome) == 1
     return outcome[0]
-
-
-def fill(path: Path) -> None:
-    """Write ``path`` until the file system is full."""
-    chunk = b"\xff" * 65536
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        while True:
-            try:
-                os.write(fd, chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                chunk = chunk[: len(chunk) // 2]
-                if not chunk:
-                    return
-    finally:
-        os.close(fd)
 
 
 def describe(bootstrap: str) -> dict[str, object]:

@@ -77,3 +77,17 @@ def test_io_failures_are_told_from_data_errors() -> None:
         raise InvalidRecordError("bad crc") from OSError(errno.EIO, "x")
     except InvalidRecordError as exc:
         assert not is_io_failure(exc)  # the request's fault, not the directory's
+
+
+def test_on_offline_is_called_once_each_time_it_goes_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = LogDirFailureChannel(tmp_path)
+    calls: list[str] = []
+    channel.on_offline = calls.append
+    channel.mark_offline(OSError(errno.ENOSPC, "No space left on device"))
+    channel.mark_offline("again")  # already offline: no second call
+    assert calls == ["[Errno 28] No space left on device"]
+    assert channel.probe()  # the test write succeeds: online again
+    channel.mark_offline("the device went away")
+    assert calls == ["[Errno 28] No space left on device", "the device went away"]

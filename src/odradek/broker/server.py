@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from odradek import timeouts
-from odradek.broker import cluster_mode, exit_watchdog, stack_dump
+from odradek.broker import cluster_mode, dir_failure_halt, exit_watchdog, stack_dump
 from odradek.broker.client_quotas import ClientQuotaManager, LocalQuotaStore
 from odradek.broker.config import BrokerConfig, parse_ip_overrides
 from odradek.broker.delayed_fetch import FetchWaiters
@@ -235,6 +235,10 @@ class KafkaServer:
             recovery_threads=self.config.get("num.recovery.threads.per.data.dir"),
             topic_config=self._topic_log_config,
         )
+        if self.cluster is not None:
+            # Kafka halts a broker whose last log directory failed, so that the other
+            # replicas take over its partitions (broker/dir_failure_halt.py).
+            self.log_manager.dir_failure.on_offline = dir_failure_halt.halter(self.data_dir)
         started = time.monotonic()
         await loop.run_in_executor(self._io_pool, self.log_manager.startup)
         self.replica_manager = ReplicaManager(

@@ -14,6 +14,10 @@ The broker calls it periodically (see ``KafkaServer``); it costs nothing while o
 The probe size means "a full-size batch fits again", so a directory with a few bytes
 free does not flap online and straight back offline.
 
+``on_offline``, when set, is called once each time the directory goes offline (on the
+thread whose I/O failed, after the ERROR line): a broker in a cluster halts there, as
+Kafka's does when its last log directory fails (see ``odradek.broker.cluster_mode``).
+
 An append that fails part way leaves no partial batch behind (the segment cuts its file
 back), so what was acknowledged before the failure is what is read after recovery.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from odradek.storage.errors import StorageError
@@ -48,6 +53,8 @@ class LogDirFailureChannel:
         self.probe_bytes = max(1, probe_bytes)
         self._lock = threading.Lock()
         self._cause: str | None = None
+        # Called with the cause when the directory goes offline (see the module docstring).
+        self.on_offline: Callable[[str], None] | None = None
 
     @property
     def offline(self) -> bool:
@@ -69,6 +76,8 @@ class LogDirFailureChannel:
             "until a test write of %d bytes succeeds",
             self.directory, text, self.probe_bytes,
         )  # fmt: skip
+        if self.on_offline is not None:
+            self.on_offline(text)
         return True
 
     def probe(self) -> bool:
