@@ -1,36 +1,26 @@
 """The producer: ``send()`` a record, get a future of where it was written.
 
 How a record travels (the Java producer's design, in asyncio), one module per part:
-
-1. :meth:`Producer.send` checks the record, picks a partition
-   (:mod:`odradek.client.partitioner`), and appends it to the open batch of that partition in
-   the :class:`~odradek.client.accumulator.RecordAccumulator`, which also holds records
-   against ``buffer_memory``; it returns a future. A batch
-   (:class:`~odradek.client.producer_batch.ProducerBatch`) closes when the next record would
-   push it past ``batch_size`` bytes.
-2. One :class:`~odradek.client.sender.Sender` task, owned by the producer, drains the batches
-   that are ready into Produce requests, one per partition leader, and resolves each record's
-   future from the response, or queues its batch again for a retry.
-3. With idempotence (the default with ``acks="all"``) every batch carries a producer id, epoch
-   and sequence number (:mod:`odradek.client.idempotence`), so retries neither duplicate nor
-   reorder records; with a ``transactional_id`` the
-   :class:`~odradek.client.transactions.TransactionManager` adds transactions on top.
-
-Idempotence needs ``acks="all"``; with other acks it is switched off, as the Java client does
-when idempotence was not asked for explicitly.
+:meth:`Producer.send` checks the record, picks its partition (:mod:`~odradek.client.partitioner`)
+and appends it to a batch (:mod:`~odradek.client.producer_batch`) in the
+:mod:`~odradek.client.accumulator`, which also counts it against ``buffer_memory``. The
+:mod:`~odradek.client.sender` task ships the ready batches in Produce requests and resolves each
+record's future, or retries its batch. With idempotence (the default with ``acks="all"``)
+batches carry a producer id, epoch and sequence numbers (:mod:`~odradek.client.idempotence`),
+so retries neither duplicate nor reorder records; a ``transactional_id`` adds transactions
+(:mod:`~odradek.client.transactions`). Idempotence needs ``acks="all"``; with other acks it
+is switched off, as the Java client does when idempotence was not asked for explicitly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from odradek import timeouts
 from odradek.client.accumulator import RecordAccumulator
 from odradek.client.core import ClientUser, KafkaClient
 from odradek.client.errors import (
@@ -49,6 +39,7 @@ from odradek.client.producer_batch import (
     RECORD_OVERHEAD,
     RecordMetadata,
     TopicPartition,
+    make_record,
     record_size,
 )
 from odradek.client.producer_config import ProducerConfig, Setting
@@ -138,7 +129,6 @@ class Producer(ClientUser):
         )
         # topic -> (client metadata generation, all partitions, partitions with a leader)
         self._topic_cache: dict[str, tuple[int, list[int], list[int]]] = {}
-        self._sender_task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()  # the sender's: news for its loop
         self._closing = False
         self._closed = False
@@ -196,9 +186,7 @@ class Producer(ClientUser):
         await self._client.start()
         if self.idempotent and self._txn is None:  # transactional: init_transactions() does it
             await self._idempotence.init_producer_id()
-        self._sender_task = asyncio.create_task(
-            self._sender.run(), name="odradek-producer-sender"
-        )
+        self._sender.start()
         # send() makes its futures on this loop: asyncio.get_running_loop() checks getpid(),
         # a system call per record.
         self._loop = asyncio.get_running_loop()
@@ -208,34 +196,13 @@ class Producer(ClientUser):
         """Send everything buffered (waiting up to ``timeout_ms``), then stop. Idempotent."""
         if self._closed:
             return
-        self._closing = self._sender.closing = True
-        self._wakeup.set()
-        if self._sender_task is not None:
-            try:
-                await timeouts.wait_for(
-                    asyncio.shield(self._sender_task),
-                    None if timeout_ms is None else timeout_ms / 1000,
-                )
-            except TimeoutError:
-                pass
-            finally:
-                # Cancel until it ends: on Python 3.11 the sender's asyncio.wait_for on its
-                # wake-up event swallows a cancellation that meets the event being set.
-                while not self._sender_task.done():
-                    self._sender_task.cancel()
-                    await asyncio.wait((self._sender_task,), timeout=0.1)
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._sender_task
-        await self._sender.cancel_requests()
+        self._closing = True
+        await self._sender.stop(timeout_ms)
         if self._txn is not None:
             await self._txn.close()
         await self._sender.cancel_refresh()
-        error = ClientError("producer closed before the record was acknowledged")
-        for batch in self._accumulator.queued():
-            batch.fail(error)
-        self._accumulator.queues.clear()
-        self._sender.fail_sent(error)  # their requests were cancelled above
-        self._closed = self._sender.closed = True
+        self._sender.fail_all(ClientError("producer closed before the record was acknowledged"))
+        self._closed = True
         await self._close_client()
 
     # -- sending -------------------------------------------------------------------------------
@@ -269,13 +236,13 @@ class Producer(ClientUser):
             headers, timestamp_ms = (), int(time.time() * 1000)
             size = RECORD_OVERHEAD + len(value) + (len(key) if key is not None else 0)
         else:
-            record = self._make_record(value, key, headers, timestamp_ms)
+            record = make_record(value, key, headers, timestamp_ms)
             value, key, headers = record.value, record.key, record.headers
             timestamp_ms = record.timestamp_ms
             size = record_size(record)
         config = self._config
         if size + BATCH_OVERHEAD > min(config.max_request_size, config.buffer_memory):
-            self._check_size(size + BATCH_OVERHEAD)
+            config.check_record_size(size + BATCH_OVERHEAD)
         # _choose_partition inline while the topic's metadata is cached: a coroutine per
         # record costs as much as encoding it.
         cached = self._topic_cache.get(topic)
@@ -340,7 +307,7 @@ class Producer(ClientUser):
         else:
             now_ms = int(time.time() * 1000)
             copies = [
-                self._make_record(
+                make_record(
                     r.value,
                     r.key,
                     r.headers,
@@ -349,7 +316,7 @@ class Producer(ClientUser):
                 for r in records
             ]
             size = BATCH_OVERHEAD + sum(record_size(r) for r in copies)
-        self._check_size(size)
+        self._config.check_record_size(size)
         partition = await self._choose_partition(topic, None, partition)
         deadline = time.monotonic() + self.max_block_ms / 1000
         await self._accumulator.reserve(size - BATCH_OVERHEAD, deadline)
@@ -489,7 +456,7 @@ class Producer(ClientUser):
             batch.fail(error)
             self._accumulator.release(batch)
 
-    # -- accumulator ---------------------------------------------------------------------------
+    # -- records and partitions ----------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._fatal is not None:
@@ -498,49 +465,6 @@ class Producer(ClientUser):
             raise ClientError("producer is closed")
         if not self._started:
             raise ClientError("producer not started: call 'await producer.start()' first")
-
-    @staticmethod
-    def _make_record(
-        value: bytes | None,
-        key: bytes | None,
-        headers: Sequence[tuple[str, bytes | None]],
-        timestamp_ms: int | None,
-    ) -> Record:
-        if value is not None and not isinstance(value, bytes | bytearray | memoryview):
-            raise TypeError(f"record value must be bytes or None, not {type(value).__name__}")
-        if key is not None and not isinstance(key, bytes | bytearray | memoryview):
-            raise TypeError(f"record key must be bytes or None, not {type(key).__name__}")
-        checked = []
-        for item in headers:
-            if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
-                raise TypeError(f"a header must be a (str, bytes | None) pair, not {item!r}")
-            if item[1] is not None and not isinstance(item[1], bytes | bytearray):
-                raise TypeError(f"header {item[0]!r} value must be bytes or None")
-            checked.append((item[0], None if item[1] is None else bytes(item[1])))
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        elif not isinstance(timestamp_ms, int) or timestamp_ms < 0:
-            raise ValueError(f"timestamp_ms must be a non-negative int, not {timestamp_ms!r}")
-        return Record(
-            value=None if value is None else bytes(value),
-            key=None if key is None else bytes(key),
-            headers=tuple(checked),
-            timestamp_ms=timestamp_ms,
-        )
-
-    def _check_size(self, size: int) -> None:
-        if size <= self.max_request_size and size <= self.buffer_memory:
-            return
-        if size > self.max_request_size:
-            raise KafkaError(
-                ErrorCode.message_too_large,
-                f"the record is {size} bytes, more than max_request_size={self.max_request_size}",
-            )
-        if size > self.buffer_memory:
-            raise KafkaError(
-                ErrorCode.message_too_large,
-                f"the record is {size} bytes, more than buffer_memory={self.buffer_memory}",
-            )
 
     async def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
         cached = self._topic_cache.get(topic)
@@ -581,7 +505,6 @@ class Producer(ClientUser):
         available = info.available_partitions()
         self._topic_cache[topic] = (generation, all_partitions, available)
         return all_partitions, available
-
 
     def _batch_closed(self, topic: str, partition: int) -> None:
         """A batch of (topic, partition) closed: the sticky partitioner may move on."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ __all__ = [
     "ProducerBatch",
     "RecordMetadata",
     "TopicPartition",
+    "make_record",
     "record_size",
 ]
 
@@ -50,6 +52,37 @@ _METADATA_SLOTS = tuple(
     RecordMetadata.__dict__[name].__set__
     for name in ("topic", "partition", "offset", "timestamp_ms")
 )
+
+
+def make_record(
+    value: bytes | None,
+    key: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+    timestamp_ms: int | None,
+) -> Record:
+    """A copy of a record to send, its types checked (TypeError/ValueError for bad ones) and
+    its timestamp set (now, unless given)."""
+    if value is not None and not isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError(f"record value must be bytes or None, not {type(value).__name__}")
+    if key is not None and not isinstance(key, bytes | bytearray | memoryview):
+        raise TypeError(f"record key must be bytes or None, not {type(key).__name__}")
+    checked = []
+    for item in headers:
+        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
+            raise TypeError(f"a header must be a (str, bytes | None) pair, not {item!r}")
+        if item[1] is not None and not isinstance(item[1], bytes | bytearray):
+            raise TypeError(f"header {item[0]!r} value must be bytes or None")
+        checked.append((item[0], None if item[1] is None else bytes(item[1])))
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
+    elif not isinstance(timestamp_ms, int) or timestamp_ms < 0:
+        raise ValueError(f"timestamp_ms must be a non-negative int, not {timestamp_ms!r}")
+    return Record(
+        value=None if value is None else bytes(value),
+        key=None if key is None else bytes(key),
+        headers=tuple(checked),
+        timestamp_ms=timestamp_ms,
+    )
 
 
 def record_size(record: Record) -> int:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Generic, TypeVar, overload
 
+from kio.schema.errors import ErrorCode
+
+from odradek.client.errors import KafkaError
 from odradek.records.compression import Compression
 
 __all__ = ["MAX_IN_FLIGHT_PER_PARTITION", "ProducerConfig", "Setting", "parse_acks"]
@@ -91,6 +94,21 @@ class ProducerConfig:
         self.max_block_ms = max_block_ms
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
+
+    def check_record_size(self, size: int) -> None:
+        """Raise MESSAGE_TOO_LARGE for a batch of ``size`` bytes that could never be sent."""
+        if size <= self.max_request_size and size <= self.buffer_memory:
+            return
+        if size > self.max_request_size:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"the record is {size} bytes, more than max_request_size={self.max_request_size}",
+            )
+        if size > self.buffer_memory:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"the record is {size} bytes, more than buffer_memory={self.buffer_memory}",
+            )
 
 
 T = TypeVar("T")

@@ -78,6 +78,7 @@ class Sender:
         self._on_fatal = on_fatal
         self._in_flight_per_node: collections.Counter[int] = collections.Counter()
         self.sent: set[ProducerBatch] = set()  # batches on the wire, idempotent or not
+        self._task: asyncio.Task[None] | None = None  # the loop's
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
         self.closing = False  # close() began: send everything now, then end the loop
@@ -85,10 +86,57 @@ class Sender:
 
     # -- the loop ------------------------------------------------------------------------------
 
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="odradek-producer-sender")
+
+    async def stop(self, timeout_ms: int | None) -> None:
+        """close()'s first half: send everything buffered, waiting up to ``timeout_ms``, then
+        end the loop and cancel the Produce requests still out."""
+        self.closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            try:
+                await timeouts.wait_for(
+                    asyncio.shield(self._task),
+                    None if timeout_ms is None else timeout_ms / 1000,
+                )
+            except TimeoutError:
+                pass
+            finally:
+                # Cancel until it ends: on Python 3.11 the sender's asyncio.wait_for on its
+                # wake-up event swallows a cancellation that meets the event being set.
+                while not self._task.done():
+                    self._task.cancel()
+                    await asyncio.wait((self._task,), timeout=0.1)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        for task in list(self._request_tasks):
+            task.cancel()
+        for task in list(self._request_tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def cancel_refresh(self) -> None:
+        """close()'s second half (after the transaction manager's close)."""
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh_task
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every batch still queued or sent (whose requests :meth:`stop` cancelled)."""
+        for batch in self._accumulator.queued():
+            batch.fail(error)
+        self._accumulator.queues.clear()
+        for batch in list(self.sent):
+            batch.fail(error)
+        self.sent.clear()
+        self.closed = True
+
     def _pending_work(self) -> bool:
         return self._accumulator.has_queued() or bool(self._request_tasks)
 
-    async def run(self) -> None:
+    async def _run(self) -> None:
         try:
             await self._loop()
         except asyncio.CancelledError:
@@ -379,25 +427,3 @@ class Sender:
         if code in BUMP_CODES:
             self._txn.bump_needed = True
         return TransactionAbortableError(code, message)
-
-    # -- for the producer ----------------------------------------------------------------------
-
-    async def cancel_requests(self) -> None:
-        """Cancel the Produce requests still out and wait for them to end (close())."""
-        for task in list(self._request_tasks):
-            task.cancel()
-        for task in list(self._request_tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def cancel_refresh(self) -> None:
-        if self._refresh_task is not None:
-            self._refresh_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresh_task
-
-    def fail_sent(self, error: BaseException) -> None:
-        """Fail the batches whose requests were cancelled (close())."""
-        for batch in list(self.sent):
-            batch.fail(error)
-        self.sent.clear()
