@@ -478,9 +478,9 @@ async def test_close_ends_a_sender_that_swallowed_its_cancellation() -> None:
     async with FakeCluster() as cluster:
         producer = Producer(cluster.bootstrap, linger_ms=0)
         await producer.start()
-        assert producer._sender is not None
-        producer._sender.cancel()
-        await asyncio.gather(producer._sender, return_exceptions=True)
+        assert producer._sender._task is not None
+        producer._sender._task.cancel()
+        await asyncio.gather(producer._sender._task, return_exceptions=True)
         swallowed = asyncio.Event()
 
         async def stubborn_sender() -> None:
@@ -490,12 +490,12 @@ async def test_close_ends_a_sender_that_swallowed_its_cancellation() -> None:
                 swallowed.set()  # as wait_for did when the event was set at the same time
             await asyncio.sleep(3600)
 
-        producer._sender = asyncio.create_task(stubborn_sender())
+        producer._sender._task = asyncio.create_task(stubborn_sender())
         await asyncio.sleep(0)
         started = time.monotonic()
         await asyncio.wait_for(producer.close(timeout_ms=0), 10)
         assert time.monotonic() - started < 5  # not ended by wait_for's own timeout
-        assert swallowed.is_set() and producer._sender.cancelled()
+        assert swallowed.is_set() and producer._sender._task.cancelled()
 
 
 @settings(max_examples=15, deadline=None)

@@ -5,6 +5,10 @@ Modules (import from them directly; this package re-exports the main names):
 * :mod:`~odradek.client.core` — :class:`KafkaClient`: connections and the metadata cache
 * :mod:`~odradek.client.connection` — one pipelined, version-negotiated broker connection
 * :mod:`~odradek.client.producer` — :class:`Producer` (batching, idempotence, retries)
+  built from :mod:`~odradek.client.accumulator` (batches, buffer memory),
+  :mod:`~odradek.client.sender` (Produce requests, retries),
+  :mod:`~odradek.client.idempotence` (producer id, sequences) and
+  :mod:`~odradek.client.producer_batch`
 * :mod:`~odradek.client.fetcher` — :class:`Consumer` (assign, poll, fetch_raw, read_committed)
 * :mod:`~odradek.client.admin` — :class:`Admin` (topics, configs, offsets, records)
 * :mod:`~odradek.client.group_admin` — :class:`GroupAdmin` (consumer groups and their offsets)
