@@ -8,8 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from odradek.cli.broker_api_versions import api_text, node_api_versions_text, node_text
+from odradek.cli.broker_api_versions import (
+    api_text,
+    broker_api_versions,
+    node_api_versions_text,
+    node_text,
+)
 from odradek.client.versions import client_range
 from tests.cli.helpers import odradek
 from tests.helpers.broker import BrokerProcess, free_port
@@ -46,6 +52,12 @@ def test_whole_answer_sorted_with_unsupported_and_unknown_keys() -> None:
         "\tUNKNOWN(999): 0 to 1",
         ")",
     ]
+
+
+def test_help_is_kafkas() -> None:
+    text = CliRunner().invoke(broker_api_versions, ["--help"]).output
+    assert "This tool helps to retrieve broker version information" in text
+    assert "--command-config" in text and "--bootstrap-server" in text
 
 
 # -- against brokers ------------------------------------------------------------------------
