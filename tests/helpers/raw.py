@@ -52,3 +52,13 @@ class RawClient:
                 raise ConnectionError("broker closed the connection")
             data += chunk
         return data
+
+
+def advertised_versions(port: int, host: str = "127.0.0.1") -> dict[int, tuple[int, int]]:
+    """api_key -> (min, max) as the broker at ``host:port`` answers ApiVersions (v3)."""
+    raw = RawClient(port, host)
+    try:
+        answer = raw.call(18, 3, {"client_software_name": "raw", "client_software_version": "1"})
+    finally:
+        raw.sock.close()
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}

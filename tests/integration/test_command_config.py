@@ -69,6 +69,10 @@ def test_admin_commands_over_sasl(secured: SecuredBroker, sasl_config: Path) -> 
     cluster = sasl(secured, sasl_config, "cluster", "describe").check()
     assert "127.0.0.1" in cluster.out
     sasl(secured, sasl_config, "transactions", "list").check()
+    # Each broker is asked on the listener the metadata names: the SASL one, logged in.
+    versions = sasl(secured, sasl_config, "broker-api-versions").check()
+    assert versions.lines[0].endswith("(id: 0 rack: null) -> (")
+    assert "\tProduce(0): " in versions.out and "ERROR" not in versions.out
     # A single broker without ZooKeeper serves neither reassignments nor elections: the
     # broker's answer (not a refused login) proves the command got through the SASL listener.
     for args in (
@@ -78,7 +82,9 @@ def test_admin_commands_over_sasl(secured: SecuredBroker, sasl_config: Path) -> 
         sasl(secured, sasl_config, *args).check_error("UNSUPPORTED_VERSION")
 
 
-def test_records_and_groups_over_sasl(secured: SecuredBroker, sasl_config: Path) -> None:
+def test_records_and_groups_over_sasl(
+    secured: SecuredBroker, sasl_config: Path, tmp_path: Path
+) -> None:
     sasl(secured, sasl_config, "topics", "create", "events", "--partitions", "1").check()
     sasl(secured, sasl_config, "produce", "events", stdin=b"one\ntwo\nthree\n").check()
     got = sasl(
@@ -87,6 +93,10 @@ def test_records_and_groups_over_sasl(secured: SecuredBroker, sasl_config: Path)
     ).check()  # fmt: skip
     assert got.lines == ["one", "two", "three"]
     assert "events:0:3" in sasl(secured, sasl_config, "get-offsets", "--topic", "events").lines
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text('{"partitions": [{"topic": "events", "partition": 0, "offset": 1}]}')
+    deleted = sasl(secured, sasl_config, "delete-records", "--offset-json-file", str(offsets))
+    assert deleted.check().lines[-1] == "partition: events-0\tlow_watermark: 1"
     assert "readers" in sasl(secured, sasl_config, "groups", "list").check().lines
     described = sasl(secured, sasl_config, "groups", "describe", "--group", "readers").check()
     assert any(line.split()[:2] == ["readers", "events"] for line in described.lines)

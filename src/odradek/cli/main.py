@@ -44,6 +44,8 @@ def _register() -> None:
         "reassign_partitions",
         "configs",
         "acls",
+        "delete_records",
+        "broker_api_versions",
     ):
         try:
             module = __import__(f"odradek.cli.{module_name}", fromlist=["register"])
