@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from odradek.broker.handlers.produce import _timeout_ms
+from odradek.broker.handlers.common import millis
 from odradek.broker.handlers.produce_lane import ProduceLane
 from odradek.broker.network import NetworkServer
 from odradek.broker.replica_manager import AppendResult
@@ -137,4 +137,4 @@ def test_produce_timeouts_are_whole_milliseconds_on_both_paths() -> None:
     """kio decodes the timeout as a timedelta; the generic path reads it back exactly (it
     used to truncate 1001 ms to 1000 through floating point), as the lane reads the int."""
     for ms in [*range(0, 5000), 2**31 - 1]:
-        assert _timeout_ms(SimpleNamespace(timeout=timedelta(milliseconds=ms))) == ms
+        assert millis(timedelta(milliseconds=ms)) == ms

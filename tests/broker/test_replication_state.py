@@ -222,3 +222,33 @@ def test_leader_throttles_only_out_of_sync_listed_followers_over_the_quota(
     rm.update_config("t", other)
     quota.record(10_000)
     assert rm.read("t", 0, 0, 1 << 20, replica_id=3).size > 0
+
+
+def test_low_watermark_is_the_smallest_log_start_among_live_replicas(rm: ReplicaManager) -> None:
+    """DeleteRecords' completion rule (Kafka's lowWatermarkIfLeader): the leader's log
+    start and each live follower's as its fetches state it; one not heard from holds it
+    at -1, one on a dead broker does not count, and a move wakes the partition's waiters."""
+    woken: list[tuple[str, int]] = []
+    rm._on_data_appended = lambda topic, index: woken.append((topic, index))
+    produce(rm, 5)
+    for follower in (2, 3):
+        rm.record_follower_fetch("t", 0, follower, 5, 3, log_start_offset=0)
+    partition = rm.partition("t", 0)
+    assert partition is not None and hw(rm) == 5
+    partition.log.maybe_increment_log_start_offset(3)
+    assert rm.low_watermark(partition) == 0
+    woken.clear()
+    rm.record_follower_fetch("t", 0, 2, 5, 3, log_start_offset=3)
+    assert woken == [("t", 0)] and rm.low_watermark(partition) == 0
+    rm.record_follower_fetch("t", 0, 3, 5, 3, log_start_offset=3)
+    assert rm.low_watermark(partition) == 3
+    woken.clear()
+    rm.record_follower_fetch("t", 0, 3, 5, 3, log_start_offset=3)  # unchanged: no wake-up
+    rm.record_follower_fetch("t", 0, 3, 5, 3)  # a fetch that states none (Fetch < v5)
+    assert woken == [] and rm.low_watermark(partition) == 3
+
+    tracker = FollowerTracker(1, lambda: 0.0)
+    tracker.reset([1, 2, 3], 10)
+    tracker.record_fetch(2, 10, 10, log_start_offset=4)
+    assert tracker.low_watermark(6, [1, 2, 3], lambda _b: True) == -1  # 3 not heard from
+    assert tracker.low_watermark(6, [1, 2, 3], lambda b: b != 3) == 4  # 3's broker is dead

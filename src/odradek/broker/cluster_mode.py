@@ -263,6 +263,7 @@ def install(
     # Fetch from follower (KIP-392): racks as UpdateMetadata lists them.
     replica_manager.replica_selector = make_selector(config.get("replica.selector.class"))
     replica_manager.broker_rack = lambda b: (live.rack if (live := cache.broker(b)) else None)
+    replica_manager.broker_alive = lambda b: cache.broker(b) is not None
 
     # Topic and dynamic broker configs live in ZooKeeper (applied on change notifications).
     configs = ClusterConfigs(membership.broker_id, membership.zk, config, replica_manager)

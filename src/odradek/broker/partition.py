@@ -117,6 +117,9 @@ class FollowerState:
     # that LEO proves the follower was caught up back then.
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: float = 0.0
+    # The follower's log start offset, as its fetches state it (Fetch v5+): DeleteRecords
+    # completes once every live replica has moved its start that far.
+    log_start_offset: int = UNKNOWN_OFFSET
 
 
 class FollowerTracker:
@@ -144,11 +147,17 @@ class FollowerTracker:
             if r != self.leader_id
         }
 
-    def record_fetch(self, replica: int, fetch_offset: int, leader_leo: int) -> None:
-        """A follower fetched from ``fetch_offset`` (Kafka's updateFetchState)."""
+    def record_fetch(
+        self, replica: int, fetch_offset: int, leader_leo: int, log_start_offset: int = -1
+    ) -> bool:
+        """A follower fetched from ``fetch_offset`` (Kafka's updateFetchState); True when
+        the log start offset it states moved."""
         state = self.followers.get(replica)
         if state is None:
             state = self.followers[replica] = FollowerState()
+        moved = log_start_offset >= 0 and log_start_offset != state.log_start_offset
+        if moved:
+            state.log_start_offset = log_start_offset
         now = self._clock_ms()
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms, now)
@@ -157,6 +166,20 @@ class FollowerTracker:
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now
+        return moved
+
+    def low_watermark(
+        self, leader_log_start: int, replicas: list[int], alive: Callable[[int], bool]
+    ) -> int:
+        """The smallest log start offset of the leader and its live followers (Kafka's
+        lowWatermarkIfLeader); a follower not heard from holds it at -1."""
+        low = leader_log_start
+        for replica in replicas:
+            if replica == self.leader_id or not alive(replica):
+                continue
+            state = self.followers.get(replica)
+            low = min(low, state.log_start_offset if state else UNKNOWN_OFFSET)
+        return low
 
     def high_watermark(self, isr: set[int] | list[int], leader_leo: int) -> int:
         """The smallest LEO in the ISR (an ISR follower not yet heard from holds it)."""

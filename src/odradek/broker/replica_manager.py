@@ -215,6 +215,9 @@ class ReplicaManager:
         # metadata cache. Without a selector consumers are served by the leader only.
         self.replica_selector: RackAwareReplicaSelector | None = None
         self.broker_rack: Callable[[int], str | None] = lambda _broker_id: None
+        # Cluster mode: is a broker alive (in the metadata cache)? DeleteRecords waits only
+        # for replicas on live brokers. None: every replica counts.
+        self.broker_alive: Callable[[int], bool] | None = None
         # Consumer reads served while following (fetch from follower), per partition.
         self.follower_reads: dict[tuple[str, int], int] = {}
         self._hw_checkpoint = OffsetCheckpointFile(
@@ -759,7 +762,13 @@ class ReplicaManager:
         )
 
     def record_follower_fetch(
-        self, topic: str, index: int, replica_id: int, fetch_offset: int, current_epoch: int
+        self,
+        topic: str,
+        index: int,
+        replica_id: int,
+        fetch_offset: int,
+        current_epoch: int,
+        log_start_offset: int = -1,
     ) -> int:
         """A follower fetches from ``fetch_offset``: that is its log end offset. Update
         its state, the high watermark and maybe the ISR; returns an error code (Kafka's
@@ -776,7 +785,14 @@ class ReplicaManager:
         if partition.replicas and replica_id not in partition.replicas:
             return NOT_LEADER_OR_FOLLOWER  # Kafka: "not a replica of this partition"
         leo = partition.log.log_end_offset
-        partition.followers.record_fetch(replica_id, min(fetch_offset, leo), leo)
+        if (
+            partition.followers.record_fetch(
+                replica_id, min(fetch_offset, leo), leo, log_start_offset
+            )
+            and self._on_data_appended is not None
+        ):
+            # A DeleteRecords waiting for this follower's log start may complete.
+            self._on_data_appended(topic, index)
         if replica_id not in partition.isr and partition.followers.can_join_isr(
             replica_id, partition.high_watermark, partition.epoch_start_offset
         ):
@@ -787,6 +803,14 @@ class ReplicaManager:
             )
         self.maybe_advance_high_watermark(partition)
         return NONE
+
+    def low_watermark(self, partition: Partition) -> int:
+        """The leader's low watermark: the smallest log start offset among it and its
+        followers on live brokers (Kafka's lowWatermarkIfLeader)."""
+        alive = self.broker_alive or (lambda _broker_id: True)
+        return partition.followers.low_watermark(
+            partition.log.log_start_offset, partition.replicas, alive
+        )
 
     def maybe_advance_high_watermark(self, partition: Partition) -> None:
         if partition.advance_high_watermark() and self._on_data_appended is not None:

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords."""
+"""CreateTopics, DeleteTopics and CreatePartitions (DeleteRecords: delete_records.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.handlers.common import Ticker, element_builder, error_code, respond_many
 from odradek.cluster.metadata import MetadataError
-from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from odradek.broker.requests import RequestContext
@@ -134,36 +133,3 @@ async def handle_create_partitions(server: KafkaServer, ctx: RequestContext, req
             entry.update(_failure(exc))
         results.append(entry)
     return respond_many(ctx, {"throttle_time": 0, "results": results}, ticker.count)
-
-
-async def handle_delete_records(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    topics = []
-    ticker = Ticker()
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            await ticker.tick()
-            entry: dict[str, Any] = {
-                "partition_index": p.partition_index,
-                "low_watermark": -1,
-                "error_code": ErrorCode.none,
-            }
-            partition = server.replica_manager.partition(topic.name, int(p.partition_index))
-            if partition is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                partitions.append(entry)
-                continue
-            offset = int(p.offset)
-            if offset == -1:  # "up to the high watermark"
-                offset = partition.high_watermark
-            if offset < 0 or offset > partition.high_watermark:
-                entry["error_code"] = ErrorCode.offset_out_of_range
-            else:
-                try:
-                    partition.log.maybe_increment_log_start_offset(offset)
-                    entry["low_watermark"] = partition.log.log_start_offset
-                except StorageError as exc:
-                    entry["error_code"] = ErrorCode(exc.error_code)
-            partitions.append(entry)
-        topics.append({"name": topic.name, "partitions": partitions})
-    return respond_many(ctx, {"throttle_time": 0, "topics": topics}, ticker.count)

@@ -20,12 +20,11 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import YIELD_EVERY, error_code, respond
+from odradek.broker.handlers.common import YIELD_EVERY, error_code, millis, respond
 from odradek.broker.metadata_answers import EncodedAnswers, TopicEntries, framed
 from odradek.broker.metadata_cache import MetadataCache, PartitionInfo
 from odradek.broker.partition import NO_LEADER
@@ -232,7 +231,7 @@ class ClusterTopicHandlers:
 
     async def handle_create_topics(self, ctx: RequestContext, request: Any) -> Any:
         validate_only = bool(getattr(request, "validate_only", False))
-        timeout_ms = _millis(getattr(request, "timeout", 0))
+        timeout_ms = millis(getattr(request, "timeout", 0))
         results: list[dict[str, Any]] = []
         created: dict[str, int] = {}  # name -> partitions to wait for
         seen: set[str] = set()
@@ -367,7 +366,7 @@ class ClusterTopicHandlers:
         a new topic, continuing from the first partition's leader, written to
         ``/brokers/topics/<t>`` by compare-and-set; then the same wait for leaders."""
         validate_only = bool(getattr(request, "validate_only", False))
-        timeout_ms = _millis(getattr(request, "timeout", 0))
+        timeout_ms = millis(getattr(request, "timeout", 0))
         results: list[dict[str, Any]] = []
         grown: dict[str, int] = {}
         for topic in request.topics:
@@ -463,7 +462,7 @@ class ClusterTopicHandlers:
     async def handle_delete_topics(self, ctx: RequestContext, request: Any) -> Any:
         names = list(getattr(request, "topic_names", ()) or ())
         names += [t.name for t in getattr(request, "topics", ()) or () if t.name]
-        timeout_ms = _millis(getattr(request, "timeout", 0))
+        timeout_ms = millis(getattr(request, "timeout", 0))
         responses: list[dict[str, Any]] = []
         marked: list[str] = []
         for name in names:
@@ -500,13 +499,6 @@ class ClusterTopicHandlers:
                     if entry["name"] in marked and self.cache.contains(entry["name"]):
                         entry["error_code"] = ErrorCode.request_timed_out
         return respond(ctx, {"throttle_time": 0, "responses": responses})
-
-
-def _millis(value: Any) -> int:
-    """kio gives timeouts as timedelta; plain numbers are milliseconds."""
-    if isinstance(value, timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value or 0)
 
 
 def _encode_topic(

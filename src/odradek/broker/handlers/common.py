@@ -6,6 +6,7 @@ import asyncio
 import types
 import typing
 from collections.abc import Callable
+from datetime import timedelta
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
@@ -80,3 +81,15 @@ def element_builder(ctx: RequestContext, *path: str) -> Callable[[dict[str, Any]
     each as it goes instead of holding a million dicts until the end (~190 bytes each)."""
     header = ctx.header
     return partial(build, _element_class(header.api_key, header.api_version, path))
+
+
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def millis(value: Any) -> int:
+    """A request's timeout in whole milliseconds: kio decodes timeouts as timedelta
+    (floor division, since total_seconds() * 1000 gives 1000.999... for 1001); a plain
+    number is milliseconds already."""
+    if isinstance(value, timedelta):
+        return value // _ONE_MS
+    return int(value or 0)

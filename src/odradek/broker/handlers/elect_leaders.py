@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.handlers.common import respond
+from odradek.broker.handlers.common import millis, respond
 from odradek.broker.metadata_cache import MetadataCache
 
 if TYPE_CHECKING:
@@ -60,9 +59,7 @@ class ElectLeadersHandler:
             answers = {tp: (code, None, None) for tp in partitions}
         else:
             answers = dict(await self.hook(partitions, election_type))
-        timeout = request.timeout
-        ms = timeout.total_seconds() * 1000 if isinstance(timeout, timedelta) else timeout
-        await self._wait_for_leaders(answers, int(ms or 0))
+        await self._wait_for_leaders(answers, millis(request.timeout))
         return self._respond(ctx, answers, ErrorCode.none)
 
     def _requested(self, request: Any) -> set[TopicPartition]:

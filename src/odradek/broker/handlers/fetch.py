@@ -92,7 +92,12 @@ class _FetchPlan:
                     continue
             if self.replica_id >= 0:
                 code = self.server.replica_manager.record_follower_fetch(
-                    topic, partition, self.replica_id, wanted.fetch_offset, wanted.leader_epoch
+                    topic,
+                    partition,
+                    self.replica_id,
+                    wanted.fetch_offset,
+                    wanted.leader_epoch,
+                    wanted.log_start_offset,
                 )
                 if code:
                     self.errors[(topic, partition)] = code

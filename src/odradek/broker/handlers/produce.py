@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE
-from odradek.broker.handlers.common import Ticker, element_builder, respond_many
+from odradek.broker.handlers.common import Ticker, element_builder, millis, respond_many
 from odradek.broker.replica_manager import AppendResult
 from odradek.broker.requests import ChunkedResponse
 from odradek.cluster.metadata import MetadataError, validate_topic_name
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 # ones go the generic way (built and encoded on the network threads).
 _DIRECT_ENCODE_ITEMS = 1000
 _NO_ERROR = ErrorCode.none
-_ONE_MS = timedelta(milliseconds=1)
 
 
 @functools.lru_cache(maxsize=4096)  # checked on every request; names repeat
@@ -88,7 +86,7 @@ async def handle_produce(server: KafkaServer, ctx: RequestContext, request: Any)
         # its next request cannot overtake this one's appends (as Kafka's muted channel).
         _fill(server, entry, name, size, await future, acks, pending)
     if pending:
-        await _await_replication(server, pending, int(_timeout_ms(request)))
+        await _await_replication(server, pending, millis(request.timeout))
     throttle_ms = _record_quota(server, ctx, request)
     if acks == 0:
         return None  # Kafka sends no response at all for acks=0
@@ -170,14 +168,6 @@ def record_produce_quota(server: KafkaServer, ctx: RequestContext, size: int) ->
     # request_percentage (KIP-124): the larger of the two throttles is answered, as Kafka.
     return max(throttle_ms, server.request_quota.throttle_now(ctx))
 
-
-
-def _timeout_ms(request: Any) -> int:
-    timeout = request.timeout
-    if isinstance(timeout, timedelta):
-        # Whole milliseconds exactly: total_seconds() * 1000 gives 1000.999... for 1001.
-        return timeout // _ONE_MS
-    return int(timeout)
 
 
 async def _await_replication(

@@ -299,7 +299,7 @@ class BrokerCollector:
             labels=["delayedoperation"],
         )
         waiting = self.server.fetch_waiters.waiting_by_kind()
-        for kind in ("Produce", "Fetch"):
+        for kind in ("Produce", "Fetch", "DeleteRecords"):
             family.add_metric([kind], waiting.get(kind, 0))
         yield family
 
