@@ -352,7 +352,11 @@ async def handle_describe_producers(server: KafkaServer, ctx: RequestContext, re
                 "active_producers": [],
             }
             if hosted is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                # NOT_LEADER_OR_FOLLOWER for a partition the cluster has elsewhere (Kafka's
+                # getPartitionOrError); any replica hosting it answers, as in Kafka.
+                entry["error_code"] = server.replica_manager.missing_partition_error(
+                    topic.name, int(index)
+                )
             else:
                 for producer_id, state in hosted.log.producer_state.active_producers().items():
                     entry["active_producers"].append(
