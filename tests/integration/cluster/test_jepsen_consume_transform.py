@@ -45,7 +45,9 @@ INTERNAL_PARTITIONS = 50  # transaction.state.log.num.partitions, offsets.topic.
 IN, OUT = "ctp-in", "ctp-out"
 PARTITIONS = 3
 GROUP = "ctp"
-INPUTS = 2000
+INPUTS = 2000  # per round of faults
+# JEPSEN_CTP_ROUNDS=4: a longer campaign, four rounds of the five faults (1 in CI)
+ROUNDS = int(os.environ.get("JEPSEN_CTP_ROUNDS") or 1)
 TXN_TIMEOUT_MS = 10000  # short: a transaction a fault strands is aborted soon
 BATCH = 10  # inputs per transaction at most
 PACE_S = 0.05  # pause between transactions: processing lasts through the faults
@@ -96,8 +98,10 @@ class Processors:
 
     Each transaction's outcome and inputs go to ``txns``: (worker, incarnation, number,
     first input, inputs, outcome) with outcome "committed", "aborted" (on purpose or after
-    an error) or "unknown" (the commit failed: it may have happened). A duplicate in the
-    output is then traced to the transactions that both claim its input.
+    an error), "failed" (never asked to commit, and the abort failed or a call hung: the
+    next incarnation's InitProducerId aborts it) or "unknown" (the commit failed: it may
+    have happened). A duplicate in the output is then traced to the committed or unknown
+    transactions that claimed its input.
     """
 
     def __init__(self, bootstrap: str, seed: int, workers: int = 2) -> None:
@@ -374,13 +378,13 @@ class _Stuck(KafkaException):
     """A librdkafka call that outlived its timeout: its producer cannot be used again."""
 
 
-def fill_input(bootstrap: str) -> list[bytes]:
-    """INPUTS uniquely numbered records, round-robin over the partitions (idempotent,
+def fill_input(bootstrap: str, count: int) -> list[bytes]:
+    """``count`` uniquely numbered records, round-robin over the partitions (idempotent,
     acks=all); every one acknowledged before the processors start."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20}
     )
-    values = [f"in-{i}".encode() for i in range(INPUTS)]
+    values = [f"in-{i}".encode() for i in range(count)]
     failed: list[str] = []
 
     def report(err: KafkaError | None, _msg: Any) -> None:
@@ -495,12 +499,13 @@ def draw_fault(
     return Fault("partition", (first, second), rng.uniform(2.0, session_s + 3))
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(240 + 180 * ROUNDS)
 def test_consume_transform_produce_is_exactly_once_under_faults(
     ctp_cluster: tuple[FaultyCluster, Firewall],
 ) -> None:
     cluster, firewall = ctp_cluster
     seed = int(os.environ.get("JEPSEN_SEED") or random.randrange(1 << 30))
+    rounds = ROUNDS
     rng = random.Random(seed)
     admin = cluster.admin()
     config = {"min.insync.replicas": "2"}
@@ -512,9 +517,9 @@ def test_consume_transform_produce_is_exactly_once_under_faults(
     assert cluster.wait_fully_replicated(IN, PARTITIONS, 60)
     assert cluster.wait_fully_replicated(OUT, PARTITIONS, 60)
     bootstrap = cluster.bootstrap()
-    inputs = fill_input(bootstrap)
+    inputs = fill_input(bootstrap, INPUTS * rounds)
     input_ends = end_offsets(bootstrap, IN)
-    assert sum(input_ends.values()) == INPUTS, input_ends
+    assert sum(input_ends.values()) == len(inputs), input_ends
 
     processors = Processors(bootstrap, seed).start()
     # The first InitProducerIds and JoinGroups create the internal topics: let them settle.
@@ -530,8 +535,11 @@ def test_consume_transform_produce_is_exactly_once_under_faults(
         time.sleep(0.5)
     warm_up = time.monotonic() - warm_up
     nemesis = Nemesis(cluster, firewall, seed, OUT, PARTITIONS)
-    roles = list(ROLES)
-    rng.shuffle(roles)
+    roles: list[str] = []
+    for _ in range(rounds):  # each round has every role once, in a seeded order
+        order = list(ROLES)
+        rng.shuffle(order)
+        roles += order
     error = None
     started = time.monotonic()
     done_before = processors.committed_inputs()
@@ -581,7 +589,7 @@ def test_consume_transform_produce_is_exactly_once_under_faults(
         [
             f"seed {seed} (rerun with JEPSEN_SEED={seed}): warm-up {warm_up:.0f} s "
             f"({done_before} inputs), {len(nemesis.log)} faults in {during:.0f} s "
-            f"({done_during} of {INPUTS} inputs committed by their end), drained in "
+            f"({done_during} of {len(inputs)} inputs committed by their end), drained in "
             f"{drained:.0f} s more; transactions {dict(outcomes)}; output log "
             f"{len(everything)} records (read_uncommitted), {len(outputs)} read_committed",
             report.summary(),
@@ -601,7 +609,7 @@ def test_consume_transform_produce_is_exactly_once_under_faults(
     assert error is None, summary
     assert not processors.crashed, summary
     assert not hung, summary
-    assert len(nemesis.log) == len(ROLES), summary
+    assert len(nemesis.log) == len(ROLES) * rounds, summary
     assert not report.duplicates, summary  # no input transformed twice
     assert not report.missing, summary  # no input skipped
     assert not report.unexpected, summary  # no aborted or foreign output visible
