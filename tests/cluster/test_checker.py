@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from tests.helpers.checker import History, Readback, Record, Write, check, unavailability
+from tests.helpers.checker import (
+    History,
+    Readback,
+    Record,
+    Write,
+    check,
+    check_exactly_once,
+    unavailability,
+)
 
 
 def _history(values: int = 4) -> tuple[History, list[Record]]:
@@ -181,3 +189,54 @@ def test_an_offset_delivered_again_is_one_record_of_the_log() -> None:
     readback.add(Record("t", 0, 1, b"v2"))
     assert readback.again == [("t", 0, 1), ("t", 0, 2)]
     assert not check(history, readback.records).valid
+
+
+def _transform(value: bytes) -> bytes:
+    return b"out-" + value
+
+
+def _processed(count: int = 4) -> tuple[list[bytes], list[Record]]:
+    """Inputs in0..in3, each transformed once into out-in<i> at out-0, offsets 0..3."""
+    inputs = [f"in{i}".encode() for i in range(count)]
+    return inputs, [Record("out", 0, i, _transform(v)) for i, v in enumerate(inputs)]
+
+
+def test_every_input_transformed_once_is_exactly_once() -> None:
+    inputs, outputs = _processed()
+    report = check_exactly_once(inputs, outputs, _transform, {("in", 0): 4}, {("in", 0): 4})
+    assert report.valid, report.summary()
+    assert (report.inputs, report.outputs) == (4, 4)
+
+
+def test_an_input_transformed_twice_is_a_duplicate_with_its_offsets() -> None:
+    inputs, outputs = _processed()
+    again = Record("out", 1, 7, b"out-in2")  # a second transaction processed in2 again
+    report = check_exactly_once(inputs, [*outputs, again], _transform)
+    assert not report.valid
+    assert report.duplicates == {b"out-in2": [("out", 0, 2), ("out", 1, 7)]}
+    assert not (report.missing or report.unexpected)
+    assert "duplicate: b'out-in2' x2 at out-0@2, out-1@7" in report.summary()
+
+
+def test_an_input_never_transformed_is_missing() -> None:
+    inputs, outputs = _processed()
+    report = check_exactly_once(inputs, outputs[:1] + outputs[2:], _transform)
+    assert not report.valid
+    assert report.missing == [b"in1"]
+    assert not (report.duplicates or report.unexpected)
+
+
+def test_an_output_of_no_input_is_unexpected() -> None:
+    inputs, outputs = _processed()
+    stray = Record("out", 0, 4, b"out-in9")
+    report = check_exactly_once(inputs, [*outputs, stray], _transform)
+    assert report.unexpected == [stray] and not report.valid
+
+
+def test_committed_offsets_must_reach_the_input_log_end() -> None:
+    inputs, outputs = _processed()
+    ends = {("in", 0): 3, ("in", 1): 1}
+    report = check_exactly_once(inputs, outputs, _transform, {("in", 0): 2}, ends)
+    assert report.offsets == {("in", 0): (2, 3), ("in", 1): (None, 1)}
+    assert not report.valid
+    assert "in-0: committed 2, log end 3" in report.summary()

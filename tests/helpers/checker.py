@@ -25,6 +25,12 @@ whether the commit was acknowledged, the abort done, or the outcome unknown), a
   workload recorded the commit's values as acknowledged);
 - **duplicates**: a value read_committed shows more than once (exactly once).
 
+For consume-transform-produce (KIP-98/KIP-447: a transaction writes the outputs of a batch
+of inputs and commits the consumer group's offsets), :func:`check_exactly_once` compares
+the inputs with the outputs read_committed shows: each input transformed **exactly once**
+(none **missing**, none **duplicated**, nothing **unexpected**), and the group's committed
+offsets at the input log's end.
+
 Unacknowledged writes are indeterminate (they may or may not be there), as in Jepsen.
 Pure data in, a :class:`Report` out, so the checker itself is unit-tested with histories
 that break each rule.
@@ -35,6 +41,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 Position = tuple[str, int, int]  # topic, partition, offset
@@ -288,3 +295,63 @@ def unavailability(ack_times: list[float], start: float, end: float, gap_s: floa
     return [
         (a - start, b - start) for a, b in itertools.pairwise(edges) if b - a > gap_s
     ]
+
+
+@dataclass
+class ExactlyOnceReport:
+    """Consume-transform-produce: each input must be transformed exactly once."""
+
+    inputs: int
+    outputs: int
+    missing: list[bytes] = field(default_factory=list)  # an input with no output
+    duplicates: dict[bytes, list[Position]] = field(default_factory=dict)  # output -> copies
+    unexpected: list[Record] = field(default_factory=list)  # an output of no input
+    # (topic, partition) -> (committed offset, log end offset), where they differ
+    offsets: dict[tuple[str, int], tuple[int | None, int]] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not (self.missing or self.duplicates or self.unexpected or self.offsets)
+
+    def summary(self) -> str:
+        lines = [
+            f"inputs {self.inputs}, outputs read back {self.outputs}: missing "
+            f"{len(self.missing)}, duplicated {len(self.duplicates)}, unexpected "
+            f"{len(self.unexpected)}, committed offsets off the log end {len(self.offsets)}"
+        ]
+        lines += [f"  missing: {value!r}" for value in self.missing[:5]]
+        for value, copies in list(self.duplicates.items())[:5]:
+            at = ", ".join(f"{t}-{p}@{o}" for t, p, o in copies)
+            lines.append(f"  duplicate: {value!r} x{len(copies)} at {at}")
+        lines += [f"  unexpected: {record}" for record in self.unexpected[:5]]
+        for (topic, partition), (committed, end) in sorted(self.offsets.items()):
+            lines.append(f"  {topic}-{partition}: committed {committed}, log end {end}")
+        return "\n".join(lines)
+
+
+def check_exactly_once(
+    inputs: list[bytes],
+    outputs: list[Record],
+    transform: Callable[[bytes], bytes],
+    committed: Mapping[tuple[str, int], int | None] | None = None,
+    ends: Mapping[tuple[str, int], int] | None = None,
+) -> ExactlyOnceReport:
+    """Compare the inputs with the outputs a read_committed consumer read back (one record
+    per offset, see :class:`Readback`): every ``transform(input)`` exactly once, nothing
+    else; and, when given, the group's ``committed`` offsets equal the input's log ``ends``
+    (the processors claim to have consumed everything, no more, no less)."""
+    report = ExactlyOnceReport(inputs=len(inputs), outputs=len(outputs))
+    expected = {transform(value) for value in inputs}
+    copies: dict[bytes, list[Position]] = defaultdict(list)
+    for record in outputs:
+        if record.value in expected:
+            copies[record.value].append((record.topic, record.partition, record.offset))
+        else:
+            report.unexpected.append(record)
+    report.missing = [value for value in inputs if transform(value) not in copies]
+    report.duplicates = {value: at for value, at in copies.items() if len(at) > 1}
+    for tp, end in (ends or {}).items():
+        offset = (committed or {}).get(tp)
+        if offset != end:
+            report.offsets[tp] = (offset, end)
+    return report
