@@ -18,6 +18,7 @@ _DEFAULT_PORT_FILES = {"tests/docs/test_docs_examples.py", "tests/cli/test_readm
 _FAULT_FILES = {
     "tests/integration/cluster/test_jepsen.py",
     "tests/integration/cluster/test_jepsen_transactions.py",
+    "tests/integration/cluster/test_jepsen_disk_full.py",
 }
 
 
