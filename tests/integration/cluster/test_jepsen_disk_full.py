@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.disks import TmpfsUnavailable
-from tests.helpers.faults import FaultyCluster, Firewall, nft_unusable_reason, run_campaign
+from tests.helpers.faults import (
+    DISK_SIZE,
+    FaultyCluster,
+    Firewall,
+    nft_unusable_reason,
+    run_campaign,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
 
@@ -30,21 +36,21 @@ def disk_cluster(tmp_path: Path, zk_connect: str) -> Iterator[tuple[FaultyCluste
     reason = nft_unusable_reason()
     if reason is not None:
         pytest.skip(reason)
-    try:
-        cluster = FaultyCluster(
-            tmp_path,
-            zk_connect,
-            3,
-            {
-                "replica.lag.time.max.ms": "5000",
-                "replica.socket.timeout.ms": "5000",
-                "replica.high.watermark.checkpoint.interval.ms": "200",
-            },
-            disk_size="128m",
-        )
-    except TmpfsUnavailable as exc:
-        pytest.skip(str(exc))
     with Firewall(f"{os.getpid()}_disk_full") as firewall:
+        try:
+            cluster = FaultyCluster(
+                tmp_path,
+                zk_connect,
+                3,
+                {
+                    "replica.lag.time.max.ms": "5000",
+                    "replica.socket.timeout.ms": "5000",
+                    "replica.high.watermark.checkpoint.interval.ms": "200",
+                },
+                disk_size=DISK_SIZE,
+            )
+        except TmpfsUnavailable as exc:
+            pytest.skip(str(exc))
         try:
             cluster.start()
             yield cluster, firewall
