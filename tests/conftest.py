@@ -19,6 +19,7 @@ _FAULT_FILES = {
     "tests/integration/cluster/test_jepsen.py",
     "tests/integration/cluster/test_jepsen_transactions.py",
     "tests/integration/cluster/test_jepsen_consume_transform.py",
+    "tests/integration/cluster/test_jepsen_disk_full.py",
 }
 
 

@@ -13,24 +13,43 @@ from pathlib import Path
 import pytest
 
 
-@contextlib.contextmanager
-def small_tmpfs(mount_point: Path, size: str = "2m") -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted at ``mount_point`` (created) for the block; the test
-    is skipped where mounting is not allowed."""
+class TmpfsUnavailable(RuntimeError):
+    """A tmpfs cannot be mounted here (not root, or mount refused); the message says why."""
+
+
+def mount_tmpfs(mount_point: Path, size: str) -> Path:
+    """Mount a tmpfs of ``size`` at ``mount_point`` (created); undo with :func:`unmount`.
+    Raises :class:`TmpfsUnavailable` where mounting is not allowed."""
     mount_point.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        raise TmpfsUnavailable("mounting a tmpfs needs root")
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
         capture_output=True, text=True,
     )  # fmt: skip
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+        raise TmpfsUnavailable(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    return mount_point
+
+
+def unmount(mount_point: Path) -> None:
+    """Unmount it; lazily if something still holds it (a broker that would not die)."""
+    if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+@contextlib.contextmanager
+def small_tmpfs(mount_point: Path, size: str = "2m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``mount_point`` (created) for the block; the test
+    is skipped where mounting is not allowed."""
+    try:
+        mount_tmpfs(mount_point, size)
+    except TmpfsUnavailable as exc:
+        pytest.skip(str(exc))
     try:
         yield mount_point
     finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+        unmount(mount_point)
 
 
 def fill(path: Path) -> None:

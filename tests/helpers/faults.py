@@ -14,8 +14,10 @@
   ``kill`` (SIGKILL, restart later), ``pause`` (SIGSTOP then SIGCONT, short or past the
   ZooKeeper session timeout), ``partition`` (two brokers cut from each other),
   ``isolate`` (one broker cut from every other broker and ZooKeeper) and ``zk-isolate``
-  (one broker cut from ZooKeeper only). Each applied fault is logged with its time, so
-  a failing run prints its seed and schedule.
+  (one broker cut from ZooKeeper only). Opt-in (not in :data:`KINDS`): ``disk-full``
+  (the broker's own tmpfs filled, so it halts on its next write; needs
+  ``FaultyCluster(disk_size=...)``). Each applied fault is logged with its time, so a
+  failing run prints its seed and schedule.
 - :class:`Workload` runs idempotent acks=all confluent-kafka producers and a reader while
   faults happen, recording everything in a :class:`tests.helpers.checker.History`;
   :func:`read_all` reads the log back after healing.
@@ -40,9 +42,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.checker import History, Readback, Record, Write
 from tests.helpers.cluster import SESSION_TIMEOUT_MS, BrokerCluster, wait_for
+from tests.helpers.disks import fill, mount_tmpfs, unmount
 
 GID_BASE = 47000  # broker i runs as group GID_BASE + i
-KINDS = ("kill", "pause", "partition", "isolate", "zk-isolate")
+KINDS = ("kill", "pause", "partition", "isolate", "zk-isolate")  # the default mix
+# Every kind the Nemesis knows: disk-full only where asked for, since it needs each
+# broker's data directory on a tmpfs of its own (root, FaultyCluster(disk_size=...)).
+ALL_KINDS = (*KINDS, "disk-full")
+DISK_SIZE = "128m"  # each broker's tmpfs for disk-full: hours of a campaign's writes
+FILLER = "filler"  # the file that fills a broker's tmpfs, beside its data directory
 RESTART_TIMEOUT_S = 120.0  # a killed broker's restart, until it listens
 
 
@@ -111,7 +119,12 @@ class Firewall:
 
 class FaultyCluster(BrokerCluster):
     """A :class:`BrokerCluster` whose brokers can be cut off: broker i on 127.0.0.{i+1},
-    running under group ``GID_BASE + i``."""
+    running under group ``GID_BASE + i``.
+
+    With ``disk_size`` (e.g. ``"128m"``), broker i's data directory is ``data`` on a
+    tmpfs of that size of its own, mounted at ``tmp_path/disk-<i>`` (root only: raises
+    :class:`tests.helpers.disks.TmpfsUnavailable` otherwise) and unmounted by
+    ``close()``; its log file stays in ``tmp_path``, so the halt is logged."""
 
     def __init__(
         self,
@@ -119,8 +132,21 @@ class FaultyCluster(BrokerCluster):
         zk_connect: str,
         size: int = 3,
         overrides: dict[str, str] | None = None,
+        disk_size: str | None = None,
     ) -> None:
         super().__init__(tmp_path, zk_connect, size, overrides)
+        self.disks: dict[int, Path] = {}  # broker id -> its tmpfs mount point
+        if disk_size is not None:
+            try:
+                for broker_id in self.brokers:
+                    disk = tmp_path / f"disk-{broker_id}"
+                    mount_tmpfs(disk, disk_size)
+                    self.disks[broker_id] = disk
+                    self.brokers[broker_id].data_dir = disk / "data"
+            except BaseException:
+                self.zk.close()
+                self._unmount()
+                raise
         hosts, _, _ = zk_connect.partition("/")
         self.zk_host, _, zk_port = hosts.split(",")[0].rpartition(":")
         self.zk_port = int(zk_port)
@@ -147,6 +173,38 @@ class FaultyCluster(BrokerCluster):
         proc = self.brokers[broker_id].proc
         assert proc is not None
         return proc.pid
+
+    # --- full disks ---------------------------------------------------------------------
+
+    def fill_disk(self, broker_id: int) -> None:
+        """Fill broker ``broker_id``'s tmpfs: its next append (as leader or follower)
+        fails with ENOSPC and the broker halts."""
+        if broker_id not in self.disks:
+            raise ValueError("disk-full needs FaultyCluster(disk_size=...): no tmpfs here")
+        fill(self.disks[broker_id] / FILLER)
+
+    def free_disk(self, broker_id: int) -> None:
+        if broker_id in self.disks:
+            (self.disks[broker_id] / FILLER).unlink(missing_ok=True)
+
+    def _unmount(self) -> None:
+        for disk in self.disks.values():
+            unmount(disk)
+        self.disks.clear()
+
+    def close(self, keep_disks: Path | None = None) -> None:
+        """Stop the brokers, then unmount their disks; ``keep_disks``: copy each disk's
+        data there first (``disk-<i>``, without the filler), as evidence of a failed run."""
+        try:
+            super().close()
+            if keep_disks is not None:
+                for disk in self.disks.values():
+                    shutil.copytree(
+                        disk, keep_disks / disk.name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(FILLER),
+                    )  # fmt: skip
+        finally:
+            self._unmount()  # after the brokers stopped: nothing holds the tmpfs then
 
     # --- the rules of each kind of cut -----------------------------------------------
 
@@ -217,10 +275,17 @@ class Fault:
     started: float = 0.0  # seconds since the run began
     healed: float = 0.0  # seconds since the run began, once healed (a restart included)
     rule_name: str = ""  # its nftables cut
+    # disk-full: the broker's exit status when healed (None: it was still running, its
+    # disk freed before it wrote)
+    exit_status: int | None = None
 
     def __str__(self) -> str:
         who = "-".join(str(t) for t in self.targets)
-        return f"t={self.started:6.1f}s {self.kind:<10} {who:<5} for {self.duration:4.1f}s"
+        line = f"t={self.started:6.1f}s {self.kind:<10} {who:<5} for {self.duration:4.1f}s"
+        if self.kind == "disk-full" and self.healed:
+            halted = "still running" if self.exit_status is None else f"{self.exit_status}"
+            line += f" (exit status: {halted})"
+        return line
 
 
 @dataclass
@@ -268,6 +333,10 @@ class Nemesis:
             return Fault(kind, (target,), duration)
         if kind in ("isolate", "zk-isolate"):
             return Fault(kind, (target,), rng.uniform(1.0, session_s + 3))
+        if kind == "disk-full":
+            # Long enough for the broker to write (it fetches as a follower all the time)
+            # and halt; the heal waits for its session to expire anyway.
+            return Fault(kind, (target,), rng.uniform(2.0, session_s + 2))
         return Fault(kind, (target,), rng.uniform(0.5, session_s + 2))  # kill: down for
 
     def apply(self, fault: Fault) -> None:
@@ -287,6 +356,8 @@ class Nemesis:
             self.firewall.cut(name, c.rules_isolating(fault.targets[0]))
         elif fault.kind == "zk-isolate":
             self.firewall.cut(name, c.rules_to_zookeeper(fault.targets[0]))
+        elif fault.kind == "disk-full":
+            c.fill_disk(fault.targets[0])
         else:
             raise ValueError(f"unknown fault kind {fault.kind}")
 
@@ -302,10 +373,18 @@ class Nemesis:
                 if c.brokers[broker_id].is_running():
                     os.kill(c.pid(broker_id), signal.SIGCONT)
                 self._stopped.discard(broker_id)
+        # Free a full disk before its broker restarts (a restart on a full disk fails).
+        for broker_id in c.disks:
+            if fault is None or (fault.kind == "disk-full" and broker_id == fault.targets[0]):
+                c.free_disk(broker_id)
         for broker_id, broker in c.brokers.items():
             if broker.is_running():
                 continue
-            if fault is None or (fault.kind == "kill" and broker_id == fault.targets[0]):
+            if fault is None or (
+                fault.kind in ("kill", "disk-full") and broker_id == fault.targets[0]
+            ):
+                if fault is not None and fault.kind == "disk-full" and broker.proc is not None:
+                    fault.exit_status = broker.proc.returncode  # (halted: 1)
                 c.restart(broker_id)
 
     def run(self, faults: int, stop: threading.Event | None = None) -> None:
@@ -539,6 +618,7 @@ class CampaignResult:
     failures: Counter[str] = field(default_factory=Counter)  # failed deliveries by error
     cost: dict[str, float] = field(default_factory=dict)  # mean s per fault, by kind
     gaps_s: float = 0.0  # quiet time between faults, in all
+    faults: list[Fault] = field(default_factory=list)  # the Nemesis log (exit statuses)
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.counts.items()))
@@ -642,6 +722,7 @@ def run_campaign(
         fatal=workload.fatal,
         nemesis_error=error,
         failures=Counter(history.failed.values()),
+        faults=list(nemesis.log),
     )
 
 
