@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 from tests.helpers.disks import TmpfsUnavailable  # noqa: E402
 from tests.helpers.faults import (  # noqa: E402
     ALL_KINDS,
+    CAMPAIGN_BROKER_SETTINGS,
     DISK_SIZE,
     KINDS,
     CampaignResult,
@@ -103,7 +104,7 @@ def main() -> int:
                 base,
                 f"{zookeeper.connect}/jepsen",
                 3,
-                {"replica.lag.time.max.ms": "5000", "replica.socket.timeout.ms": "5000"},
+                CAMPAIGN_BROKER_SETTINGS,
                 # Each broker's data on a tmpfs of its own, for the disk-full fault to fill.
                 disk_size=DISK_SIZE if "disk-full" in kinds else None,
             )

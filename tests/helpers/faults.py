@@ -52,6 +52,14 @@ ALL_KINDS = (*KINDS, "disk-full")
 DISK_SIZE = "128m"  # each broker's tmpfs for disk-full: hours of a campaign's writes
 FILLER = "filler"  # the file that fills a broker's tmpfs, beside its data directory
 RESTART_TIMEOUT_S = 120.0  # a killed broker's restart, until it listens
+# The campaign's brokers: the ISR shrinks within a fault's duration, so shrinking and
+# expanding are exercised too, and high watermarks are checkpointed often, so a killed
+# broker restarts with a recent one.
+CAMPAIGN_BROKER_SETTINGS = {
+    "replica.lag.time.max.ms": "5000",
+    "replica.socket.timeout.ms": "5000",
+    "replica.high.watermark.checkpoint.interval.ms": "200",
+}
 
 
 def nft_unusable_reason() -> str | None:

@@ -24,6 +24,7 @@ from odradek.broker import producer_ids
 from tests.helpers.checker import History, check
 from tests.helpers.cluster import BrokerCluster, wait_for
 from tests.helpers.faults import (
+    CAMPAIGN_BROKER_SETTINGS,
     GID_BASE,
     FaultyCluster,
     Firewall,
@@ -56,13 +57,7 @@ def faulty_cluster(tmp_path: Path, zk_connect: str, firewall: Firewall) -> Itera
         tmp_path,
         zk_connect,
         3,
-        # ISR shrinks within the faults' durations, so they are exercised too; high
-        # watermarks are checkpointed often, so a killed broker restarts with a recent one.
-        {
-            "replica.lag.time.max.ms": "5000",
-            "replica.socket.timeout.ms": "5000",
-            "replica.high.watermark.checkpoint.interval.ms": "200",
-        },
+        CAMPAIGN_BROKER_SETTINGS,
     )
     try:
         cluster.start()

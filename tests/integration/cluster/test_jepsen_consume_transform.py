@@ -35,7 +35,14 @@ from confluent_kafka.admin import NewTopic
 from odradek.broker.group.partitioning import partition_for
 from tests.helpers.checker import Readback, Record, check_exactly_once
 from tests.helpers.cluster import SESSION_TIMEOUT_MS
-from tests.helpers.faults import Fault, FaultyCluster, Firewall, Nemesis, nft_unusable_reason
+from tests.helpers.faults import (
+    CAMPAIGN_BROKER_SETTINGS,
+    Fault,
+    FaultyCluster,
+    Firewall,
+    Nemesis,
+    nft_unusable_reason,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
 
@@ -75,11 +82,8 @@ def ctp_cluster(tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest)
             zk_connect,
             3,
             {
-                # As test_jepsen_transactions: ISR shrinks within a fault, hw checkpointed
-                # often, transactions a lost producer left open are aborted soon.
-                "replica.lag.time.max.ms": "5000",
-                "replica.socket.timeout.ms": "5000",
-                "replica.high.watermark.checkpoint.interval.ms": "200",
+                **CAMPAIGN_BROKER_SETTINGS,
+                # Transactions a lost producer left open are aborted soon.
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
                 # A rebalance needs no 3 s wait for more members (Kafka's default).
                 "group.initial.rebalance.delay.ms": "0",

@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers.disks import TmpfsUnavailable
 from tests.helpers.faults import (
+    CAMPAIGN_BROKER_SETTINGS,
     DISK_SIZE,
     FaultyCluster,
     Firewall,
@@ -42,11 +43,7 @@ def disk_cluster(tmp_path: Path, zk_connect: str) -> Iterator[tuple[FaultyCluste
                 tmp_path,
                 zk_connect,
                 3,
-                {
-                    "replica.lag.time.max.ms": "5000",
-                    "replica.socket.timeout.ms": "5000",
-                    "replica.high.watermark.checkpoint.interval.ms": "200",
-                },
+                CAMPAIGN_BROKER_SETTINGS,
                 disk_size=DISK_SIZE,
             )
         except TmpfsUnavailable as exc:

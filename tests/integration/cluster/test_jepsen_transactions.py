@@ -29,7 +29,14 @@ from confluent_kafka.admin import NewTopic
 from odradek.broker.group.partitioning import partition_for
 from tests.helpers.checker import History, Readback, Record, Write, check
 from tests.helpers.cluster import SESSION_TIMEOUT_MS
-from tests.helpers.faults import Fault, FaultyCluster, Firewall, Nemesis, nft_unusable_reason
+from tests.helpers.faults import (
+    CAMPAIGN_BROKER_SETTINGS,
+    Fault,
+    FaultyCluster,
+    Firewall,
+    Nemesis,
+    nft_unusable_reason,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
 
@@ -55,10 +62,7 @@ def txn_cluster(tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest)
             zk_connect,
             3,
             {
-                # As the campaign's: the ISR shrinks within a fault, hw checkpoints often.
-                "replica.lag.time.max.ms": "5000",
-                "replica.socket.timeout.ms": "5000",
-                "replica.high.watermark.checkpoint.interval.ms": "200",
+                **CAMPAIGN_BROKER_SETTINGS,
                 # Timed-out transactions (a producer lost mid-transaction) are aborted soon.
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
             },
