@@ -32,44 +32,13 @@ import click
 
 from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
+from odradek.cli.java_errors import JAVA_ERRORS, JAVA_PACKAGE
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
 TopicPartition = tuple[str, int]
 HIGH_WATERMARK = -1
 SUPPORTED_VERSION = 1
 
-# What Kafka's tool prints for the errors DeleteRecords can end with: the exception class
-# and its default message (Kafka's Errors enum). Others print as odradek's KafkaError.
-_JAVA_ERRORS: dict[int, tuple[str, str]] = {
-    -1: (
-        "UnknownServerException",
-        "The server experienced an unexpected error when processing the request.",
-    ),
-    1: (
-        "OffsetOutOfRangeException",
-        "The requested offset is not within the range of offsets maintained by the server.",
-    ),
-    3: ("UnknownTopicOrPartitionException", "This server does not host this topic-partition."),
-    5: (
-        "LeaderNotAvailableException",
-        "There is no leader for this topic-partition as we are in the middle of a leadership "
-        "election.",
-    ),
-    6: (
-        "NotLeaderOrFollowerException",
-        "For requests intended only for the leader, this error indicates that the broker is "
-        "not the current leader. For requests intended for any replica, this error indicates "
-        "that the broker is not a replica of the topic partition.",
-    ),
-    7: ("TimeoutException", "The request timed out."),
-    17: (
-        "InvalidTopicException",
-        "The request attempted to perform an operation on an invalid topic.",
-    ),
-    29: ("TopicAuthorizationException", "Topic authorization failed."),
-    44: ("PolicyViolationException", "Request parameters do not satisfy the configured policy."),
-    56: ("KafkaStorageException", "Disk error when trying to access log file on the disk."),
-}
 
 
 def _entry(entry: object) -> tuple[TopicPartition, int]:
@@ -140,9 +109,9 @@ def error_text(error: BaseException) -> str:
     """A failed partition's error as Kafka's tool words it (Java exception: message)."""
     from odradek.client.errors import KafkaError
 
-    if isinstance(error, KafkaError) and error.code in _JAVA_ERRORS:
-        java_name, message = _JAVA_ERRORS[error.code]
-        return f"org.apache.kafka.common.errors.{java_name}: {message}"
+    if isinstance(error, KafkaError) and error.code in JAVA_ERRORS:
+        java_name, message = JAVA_ERRORS[error.code]
+        return f"{JAVA_PACKAGE}.{java_name}: {message}"
     return str(error) or type(error).__name__
 
 

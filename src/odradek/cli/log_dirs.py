@@ -21,20 +21,20 @@ import click
 
 from odradek.cli.command_config import client_security
 from odradek.cli.errors import CliError
+from odradek.cli.java_errors import JAVA_ERRORS, JAVA_PACKAGE
 from odradek.cli.output import bootstrap_option, check_bootstrap, run
 
 if TYPE_CHECKING:
     from odradek.client.errors import KafkaError
     from odradek.client.log_dirs import LogDirDescription
 
-_JAVA_ERRORS = {56: "org.apache.kafka.common.errors.KafkaStorageException"}
 
 
 def _error_name(error: KafkaError | None) -> str | None:
     if error is None:
         return None
-    code = int(error.code)
-    return _JAVA_ERRORS.get(code) or error.name
+    known = JAVA_ERRORS.get(int(error.code))
+    return f"{JAVA_PACKAGE}.{known[0]}" if known else error.name
 
 
 def _csv(value: str | None, what: str, convert: Any = str) -> list[Any] | None:
