@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +42,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         elif group in _FAULT_FILES:
             group = "faults"
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send SIGINT (Ctrl-C) to the programs they start. A suite started in the
+    background by a shell without job control (``nohup sh -c '...' &``) inherits SIGINT
+    ignored, and an ignored signal stays ignored in every child across exec: those programs
+    would rightly not stop. Handled here, the children start with the default again."""
+    del config
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
