@@ -216,8 +216,8 @@ class ReplicaManager:
         self.replica_selector: RackAwareReplicaSelector | None = None
         self.broker_rack: Callable[[int], str | None] = lambda _broker_id: None
         # Cluster mode: is a broker alive (in the metadata cache)? DeleteRecords waits only
-        # for replicas on live brokers. None: every replica counts.
-        self.broker_alive: Callable[[int], bool] | None = None
+        # for replicas on live brokers; the single broker counts every replica.
+        self.broker_alive: Callable[[int], bool] = lambda _broker_id: True
         # Consumer reads served while following (fetch from follower), per partition.
         self.follower_reads: dict[tuple[str, int], int] = {}
         self._hw_checkpoint = OffsetCheckpointFile(
@@ -356,6 +356,16 @@ class ReplicaManager:
             self._hw_checkpoint.write(entries)
         except OSError as exc:
             self.log_manager.dir_failure.mark_offline(exc)
+
+    def leader_or_error(self, topic: str, index: int) -> Partition | int:
+        """The partition if this broker leads it, else the error for a request meant for
+        the leader (Kafka's getPartitionOrError then leaderLogIfLocal)."""
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return self.missing_partition_error(topic, index)
+        if partition.leader_id != self.broker_id:
+            return NOT_LEADER_OR_FOLLOWER
+        return partition
 
     def missing_partition_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host."""
@@ -773,11 +783,9 @@ class ReplicaManager:
         """A follower fetches from ``fetch_offset``: that is its log end offset. Update
         its state, the high watermark and maybe the ISR; returns an error code (Kafka's
         updateFollowerFetchState, with the leader epoch fencing of KIP-320)."""
-        partition = self._partitions.get((topic, index))
-        if partition is None:
-            return self.missing_partition_error(topic, index)
-        if partition.leader_id != self.broker_id:
-            return NOT_LEADER_OR_FOLLOWER
+        partition = self.leader_or_error(topic, index)
+        if isinstance(partition, int):
+            return partition
         if current_epoch >= 0 and current_epoch < partition.leader_epoch:
             return FENCED_LEADER_EPOCH
         if current_epoch > partition.leader_epoch:
@@ -807,9 +815,8 @@ class ReplicaManager:
     def low_watermark(self, partition: Partition) -> int:
         """The leader's low watermark: the smallest log start offset among it and its
         followers on live brokers (Kafka's lowWatermarkIfLeader)."""
-        alive = self.broker_alive or (lambda _broker_id: True)
         return partition.followers.low_watermark(
-            partition.log.log_start_offset, partition.replicas, alive
+            partition.log.log_start_offset, partition.replicas, self.broker_alive
         )
 
     def maybe_advance_high_watermark(self, partition: Partition) -> None:

@@ -43,12 +43,9 @@ async def handle_delete_records(server: KafkaServer, ctx: RequestContext, reques
                 "error_code": ErrorCode.none,
             }
             partitions.append(entry)
-            partition = replica_manager.partition(topic.name, index)
-            if partition is None:
-                entry["error_code"] = replica_manager.missing_partition_error(topic.name, index)
-                continue
-            if partition.leader_id != server.broker_id:
-                entry["error_code"] = ErrorCode.not_leader_or_follower
+            partition = replica_manager.leader_or_error(topic.name, index)
+            if isinstance(partition, int):
+                entry["error_code"] = ErrorCode(partition)
                 continue
             if not partition.log.config.delete:
                 entry["error_code"] = ErrorCode.policy_violation

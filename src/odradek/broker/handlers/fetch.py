@@ -275,17 +275,9 @@ async def handle_list_offsets(server: KafkaServer, ctx: RequestContext, request:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            partition = server.replica_manager.partition(topic.name, int(p.partition_index))
-            if partition is None or partition.leader_id != server.replica_manager.broker_id:
-                entry["error_code"] = (
-                    ErrorCode(
-                        server.replica_manager.missing_partition_error(
-                            topic.name, int(p.partition_index)
-                        )
-                    )
-                    if partition is None
-                    else ErrorCode.not_leader_or_follower
-                )
+            partition = server.replica_manager.leader_or_error(topic.name, int(p.partition_index))
+            if isinstance(partition, int):
+                entry["error_code"] = ErrorCode(partition)
                 partitions.append(make_partition(entry))
                 continue
             entry["leader_epoch"] = partition.leader_epoch

@@ -27,11 +27,9 @@ def end_offset_for(
 ) -> tuple[ErrorCode, int, int]:
     """(error, leader epoch, end offset) for one partition."""
     replica_manager = server.replica_manager
-    partition = replica_manager.partition(topic, index)
-    if partition is None:
-        return ErrorCode(replica_manager.missing_partition_error(topic, index)), -1, -1
-    if partition.leader_id != replica_manager.broker_id:
-        return ErrorCode.not_leader_or_follower, -1, -1
+    partition = replica_manager.leader_or_error(topic, index)
+    if isinstance(partition, int):
+        return ErrorCode(partition), -1, -1
     if current >= 0 and current < partition.leader_epoch:
         return ErrorCode.fenced_leader_epoch, -1, -1
     if current > partition.leader_epoch:
