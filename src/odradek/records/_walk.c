@@ -68,24 +68,16 @@ read_varlong(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
     return 0;
 }
 
-#define FAIL(...) do { result = PyUnicode_FromFormat(__VA_ARGS__); goto done; } while (0)
+/* The records walk shared by walk and leader_batch: 0 with out = (smallest, largest
+ * timestampDelta, null keys), or -1 with *message set to what is wrong when message is not
+ * NULL (NULL is left there if building the message failed: an exception is then set). */
+#define FAIL(...) do { if (message != NULL) *message = PyUnicode_FromFormat(__VA_ARGS__); \
+                       return -1; } while (0)
 
-static PyObject *
-walk(PyObject *Py_UNUSED(self), PyObject *args)
+static int
+walk_section(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count,
+             int64_t out[3], PyObject **message)
 {
-    PyObject *obj;
-    Py_ssize_t pos, end, count;
-    if (!PyArg_ParseTuple(args, "Onnn", &obj, &pos, &end, &count))
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    PyObject *result = NULL;
-    if (pos < 0 || end > view.len || pos > end || count < 1) {
-        PyErr_SetString(PyExc_ValueError, "walk: bad bounds or count");
-        goto done;
-    }
-    const uint8_t *p = (const uint8_t *)view.buf;
     int64_t min_delta = 0, max_delta = 0, null_keys = 0, value;
     for (Py_ssize_t index = 0; index < count; index++) {
         if (read_varint(p, &pos, end, &value) < 0)
@@ -168,12 +160,150 @@ walk(PyObject *Py_UNUSED(self), PyObject *args)
     }
     if (pos != end)
         FAIL("%zd bytes remain after the %zd records", end - pos, count);
-    result = Py_BuildValue("(LLL)", (long long)min_delta, (long long)max_delta,
-                           (long long)null_keys);
+    out[0] = min_delta;
+    out[1] = max_delta;
+    out[2] = null_keys;
+    return 0;
+}
+
+#undef FAIL
+
+static PyObject *
+walk(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t pos, end, count;
+    if (!PyArg_ParseTuple(args, "Onnn", &obj, &pos, &end, &count))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    int64_t found[3];
+    if (pos < 0 || end > view.len || pos > end || count < 1) {
+        PyErr_SetString(PyExc_ValueError, "walk: bad bounds or count");
+    } else if (walk_section((const uint8_t *)view.buf, pos, end, count, found, &result) == 0) {
+        result = Py_BuildValue("(LLL)", (long long)found[0], (long long)found[1],
+                               (long long)found[2]);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ leader_batch */
+
+static int64_t
+be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static int32_t
+be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static int16_t
+be16(const uint8_t *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+#define HEADER_SIZE 61
+#define CODEC_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define CONTROL_MASK 0x20
+
+/* leader_batch(header_cls, crc32c, buffer) -> (header, min_ts, max_ts, null_keys) | None
+ *
+ * The happy path of a leader's checks on the commonest append (odradek.storage.log_append
+ * parse_batches): buffer holds exactly one uncompressed, non-control record batch v2 whose
+ * CRC (crc32c, the crc32c package's function, called on a view of the covered bytes)
+ * matches and whose records pass the walk. Returns its header (a header_cls, built as
+ * tuple.__new__(header_cls, fields) is) and its records' smallest and largest absolute
+ * timestamps (both maxTimestamp for LogAppendTime) and null-key count. Returns None for
+ * anything else, bad or merely unusual, without saying why: the caller then takes the
+ * Python path, which decides and words every error. Never writes to buffer. */
+static PyObject *
+leader_batch(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *obj, *cls, *crc_fn;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &cls, &crc_fn, &obj))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "leader_batch: header_cls must be a tuple type");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t size = view.len;
+    if (size < HEADER_SIZE || (Py_ssize_t)be32(p + 8) + 12 != size || p[16] != 2)
+        goto decline;
+    int32_t last_offset_delta = be32(p + 23), records_count = be32(p + 57);
+    int16_t attributes = be16(p + 21);
+    if (records_count <= 0 || last_offset_delta < 0 ||
+        (int64_t)records_count != (int64_t)last_offset_delta + 1 ||
+        (attributes & (CODEC_MASK | CONTROL_MASK)) != 0 ||
+        (Py_ssize_t)records_count * 7 > size - HEADER_SIZE)
+        goto decline;
+    uint32_t stored_crc = (uint32_t)be32(p + 17);
+    PyObject *covered = PyMemoryView_FromMemory((char *)p + 21, size - 21, PyBUF_READ);
+    if (covered == NULL)
+        goto done;
+    PyObject *crc = PyObject_CallOneArg(crc_fn, covered);
+    Py_DECREF(covered);
+    if (crc == NULL)
+        goto done;
+    unsigned long actual = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (actual == (unsigned long)-1 && PyErr_Occurred())
+        goto done;
+    if (actual != stored_crc)
+        goto decline;
+    int64_t found[3];
+    if (walk_section(p, HEADER_SIZE, size, records_count, found, NULL) < 0)
+        goto decline;
+    int64_t base_timestamp = be64(p + 27), max_timestamp = be64(p + 35), low, high;
+    if (attributes & TIMESTAMP_TYPE_MASK) {
+        low = high = max_timestamp;
+    } else if (__builtin_add_overflow(base_timestamp, found[0], &low) ||
+               __builtin_add_overflow(base_timestamp, found[1], &high)) {
+        goto decline;
+    }
+    PyObject *fields = Py_BuildValue(
+        "(LiiiIiiLLLiii)", (long long)be64(p), be32(p + 8), be32(p + 12), (int)p[16],
+        (unsigned int)stored_crc, (int)attributes, last_offset_delta, (long long)base_timestamp,
+        (long long)max_timestamp, (long long)be64(p + 43), (int)be16(p + 51), be32(p + 53),
+        records_count);
+    if (fields == NULL)
+        goto done;
+    PyObject *new_args = PyTuple_Pack(1, fields);
+    Py_DECREF(fields);
+    if (new_args == NULL)
+        goto done;
+    PyObject *header = PyTuple_Type.tp_new((PyTypeObject *)cls, new_args, NULL);
+    Py_DECREF(new_args);
+    if (header == NULL)
+        goto done;
+    result = Py_BuildValue("(NLLL)", header, (long long)low, (long long)high,
+                           (long long)found[2]);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&view);
     return result;
 }
+
+#define FAIL(...) do { result = PyUnicode_FromFormat(__VA_ARGS__); goto done; } while (0)
 
 /* ---------------------------------------------------------------------- decode_records */
 
@@ -473,6 +603,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Walk the records of a batch; a tuple, or a str on error."},
+    {"leader_batch", leader_batch, METH_VARARGS,
+     "A leader's checks of one uncompressed batch: (header, min_ts, max_ts, null_keys) or None."},
     {"decode_records", decode_records, METH_VARARGS,
      "Decode a records section into objects; how many were appended, or a str on error."},
     {NULL, NULL, 0, NULL},

@@ -34,7 +34,10 @@ costs relative to an append without it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+from crc32c import crc32c
 
 from odradek.records.compression import Compression, decompress
 from odradek.records.errors import CorruptRecordError, InvalidRecordsError
@@ -47,14 +50,16 @@ from odradek.records.header import (
 from odradek.records.varint import decode_varint, decode_varlong
 
 try:
+    from odradek.records._walk import leader_batch as _c_leader_batch
     from odradek.records._walk import walk as _c_walk
 except ImportError:  # not built (no compiler at install time): the Python walk below
-    _c_walk = None
+    _c_walk = _c_leader_batch = None
 
 __all__ = [
     "MIN_UNCOMPRESSED_LIMIT",
     "UNCOMPRESSED_RATIO",
     "RecordsSummary",
+    "leader_batch",
     "records_section",
     "uncompressed_limit",
     "validate_records",
@@ -77,6 +82,17 @@ MIN_UNCOMPRESSED_LIMIT = 1 << 20  # used in place of a smaller max.message.bytes
 # offsetDelta, keyLength, valueLength, headersCount, one byte each.
 _MIN_RECORD_BODY = 6
 _MIN_RECORD_SIZE = 7
+
+
+# leader_batch(buffer) -> (header, min_timestamp, max_timestamp, null_keys) | None: the
+# header parse, CRC check and record walk of a leader's commonest append in one C call
+# (``_walk.c``): ``buffer`` is exactly one uncompressed, non-control batch that passes all
+# three. None for anything else, sound or not, and when the extension is not built: the
+# caller then runs parse_header, check_crc and validate_records, which decide and word
+# every error (storage.log_append.parse_batches; the tests compare both on the same input).
+leader_batch = (
+    None if _c_leader_batch is None else functools.partial(_c_leader_batch, BatchHeader, crc32c)
+)
 
 
 def uncompressed_limit(max_message_bytes: int) -> int:

@@ -29,7 +29,7 @@ from odradek.storage.errors import (
     RecordTooLargeError,
 )
 
-__all__ = ["check_batch_records", "decode_bounded"]
+__all__ = ["apply_record_checks", "check_batch_records", "decode_bounded"]
 
 _MAX_TIMESTAMP_POS = 35
 _INT64 = struct.Struct(">q")
@@ -57,7 +57,25 @@ def check_batch_records(
         raise InvalidRecordError(str(exc)) from None
     except CorruptRecordError as exc:
         raise CorruptBatchError(str(exc)) from None
-    if summary.null_keys and config.compact and not header.is_control:
+    return apply_record_checks(
+        buf, pos, header, config, now_ms, summary.min_timestamp, summary.max_timestamp,
+        summary.null_keys,
+    )
+
+
+def apply_record_checks(
+    buf: bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    min_timestamp: int,
+    max_timestamp: int,
+    null_keys: int,
+) -> BatchHeader:
+    """The half of :func:`check_batch_records` after the walk, given what it found (the
+    records' smallest and largest timestamps and their null keys)."""
+    if null_keys and config.compact and not header.is_control:
         raise InvalidRecordError(
             "compacted topic cannot accept a record without a key (cleanup.policy=compact)"
         )
@@ -65,12 +83,14 @@ def check_batch_records(
         return header  # the log stamps the broker's time on these batches
     earliest = now_ms - config.timestamp_before_max_ms
     latest = now_ms + config.timestamp_after_max_ms
-    if summary.min_timestamp < earliest or summary.max_timestamp > latest:
-        _check_each_timestamp(buf, pos, earliest, latest, limit)
-    if summary.max_timestamp != header.max_timestamp and not header.is_log_append_time:
-        _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_POS, summary.max_timestamp)
+    if min_timestamp < earliest or max_timestamp > latest:
+        _check_each_timestamp(
+            buf, pos, earliest, latest, uncompressed_limit(config.max_message_bytes)
+        )
+    if max_timestamp != header.max_timestamp and not header.is_log_append_time:
+        _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_POS, max_timestamp)
         _UINT32.pack_into(buf, pos + CRC_POS, compute_crc(buf, pos, header.size))
-        header = header._replace(max_timestamp=summary.max_timestamp)
+        header = header._replace(max_timestamp=max_timestamp)
     return header
 
 

@@ -25,6 +25,7 @@ from odradek.records.errors import CorruptRecordError
 from odradek.records.header import (
     ATTRIBUTES_POS,
     CRC_POS,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     check_crc,
@@ -32,8 +33,12 @@ from odradek.records.header import (
     parse_header,
     peek_batch_size,
 )
-from odradek.records.validation import uncompressed_limit
-from odradek.storage.batch_validation import check_batch_records, decode_bounded
+from odradek.records.validation import leader_batch, uncompressed_limit
+from odradek.storage.batch_validation import (
+    apply_record_checks,
+    check_batch_records,
+    decode_bounded,
+)
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptBatchError,
@@ -95,6 +100,17 @@ def parse_batches(
     buf: bytearray, config: LogConfig, *, leader: bool, validate: bool, origin: str, now_ms: int
 ) -> list[ParsedBatch]:
     """Split ``buf`` into batches and apply the per-batch checks of Kafka's LogValidator."""
+    if leader and validate and leader_batch is not None:
+        # One uncompressed batch from a client (linger.ms=0 sends one per request): its
+        # framing, CRC and record walk in one C call. Anything else, and every error, is
+        # left to the loop below (the C call only says the checks passed).
+        found = leader_batch(buf)
+        if found is not None:
+            header, low, high, null_keys = found
+            if header.batch_length + LOG_OVERHEAD <= config.max_message_bytes:
+                header = apply_record_checks(buf, 0, header, config, now_ms, low, high,
+                                             null_keys)  # fmt: skip
+                return [ParsedBatch(0, header)]
     parsed: list[ParsedBatch] = []
     pos = 0
     end = len(buf)
