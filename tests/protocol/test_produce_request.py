@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.protocol import produce_request
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import DecodeError, decode_request, encode_request
 from odradek.protocol.headers import parse_request_header
 from odradek.protocol.lenient import read_entity, writable_source
-from odradek.protocol.produce_request import read_lone_produce, read_produce_request
+from odradek.protocol.produce_request import (
+    read_lone_produce,
+    read_lone_request,
+    read_produce_request,
+)
 from odradek.protocol.schemas import request_type
 from odradek.protocol.versions import PRODUCE, SUPPORTED
 
@@ -179,3 +184,84 @@ def test_lone_reader_never_raises_on_damaged_frames(version: int) -> None:
                 decoded.acks, topic.name, topic.partition_data[0].index
             )
             assert bytes(lone.records) == bytes(topic.partition_data[0].records)
+
+
+# -- read_lone_request: the C reader and its Python twin ----------------------------------
+
+C_READ_LONE = produce_request._c_read_lone  # None when the extension is not built
+
+
+def _both(frame: bytearray) -> tuple[object, object]:
+    """read_lone_request with the C reader (when built) and with the Python readers only;
+    as comparable tuples (the record set as bytes, and whether it is the frame's own)."""
+
+    def comparable(read: object) -> object:
+        if read is None:
+            return None
+        header, lone = read
+        return header, lone._replace(records=bytes(lone.records)), lone.records.obj is frame
+
+    with_c = comparable(read_lone_request(memoryview(frame)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(produce_request, "_c_read_lone", None)
+        python = comparable(read_lone_request(memoryview(frame)))
+    return with_c, python
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("client_id", ["client", None, "", "ü" * 40])
+def test_the_c_reader_takes_the_commonest_frames(version: int, client_id: str | None) -> None:
+    if C_READ_LONE is None:
+        pytest.skip("the C reader is not built")
+    values = {"transactional_id": None, "acks": -1, "timeout": 1234, "topic_data": _one()}
+    frame = bytearray(encode_request(version, 5, client_id, build_request(PRODUCE, version,
+                                                                          values))[4:])
+    assert C_READ_LONE(9, memoryview(frame)) is not None  # taken in C, not declined
+    with_c, python = _both(frame)
+    assert with_c == python
+    header, lone, own = with_c  # type: ignore[misc]
+    assert (header.api_version, header.correlation_id, header.client_id) == (
+        version, 5, client_id
+    )
+    assert (lone.acks, lone.timeout_ms, lone.topic, lone.partition, lone.records) == (
+        -1, 1234, "topic-a", 3, BATCH
+    )
+    assert own  # a slice of the frame: offsets are assigned in place
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_c_reader_agrees_on_other_shapes_and_damage(version: int) -> None:
+    """Whatever the C reader declines or takes, read_lone_request answers as the Python
+    readers do: other shapes, a transactional id, tagged fields, trailing bytes, every
+    truncation, and single-byte changes across header and body."""
+    one = {"index": 0, "records": BATCH}
+    frames = [
+        _frame(version, topics)
+        for topics in (
+            [],
+            [{"name": "a", "partition_data": [one, {"index": 1, "records": BATCH}]}],
+            [{"name": "a", "partition_data": [one]}, {"name": "b", "partition_data": [one]}],
+            _one(records=None),
+            _one(records=BATCH[:60]),
+            _one(name=""),
+        )
+    ]
+    frames.append(_frame(version, _one(), txn="txn-1"))
+    frames.append(_frame(version, _one()) + b"\x00")
+    whole = _frame(version, _one())
+    if version >= 9:
+        tagged = bytearray(whole)
+        tagged[-1:] = b"\x01\x07\x02hi"
+        frames.append(tagged)
+        header_tags = bytearray(whole)  # an unknown tag in the request header: Python reads it
+        header_tags[16:17] = b"\x01\x07\x00"
+        frames.append(header_tags)
+    frames += [whole[:cut] for cut in range(len(whole))]
+    for position in range(len(whole) - len(BATCH)):
+        for value in (0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF):
+            damaged = bytearray(whole)
+            damaged[position] = value
+            frames.append(damaged)
+    for frame in frames:
+        with_c, python = _both(frame)
+        assert with_c == python, bytes(frame)

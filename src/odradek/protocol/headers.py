@@ -31,6 +31,7 @@ from odradek.protocol.versions import API_VERSIONS, CONTROLLED_SHUTDOWN, is_flex
 __all__ = [
     "REQUEST_HEADER_FIXED_SIZE",
     "RequestHeader",
+    "decode_client_id",
     "encode_request_header",
     "encode_response_header",
     "parse_request_header",
@@ -93,6 +94,18 @@ def _header_version(api_key: int, api_version: int) -> int:
     return version
 
 
+def decode_client_id(raw: bytes) -> str:
+    """A client id as sent, decoded (UnicodeDecodeError if it is not UTF-8), through a
+    bounded cache: a connection sends the same one on every request."""
+    client_id = _CLIENT_IDS.get(raw)
+    if client_id is None:
+        client_id = raw.decode("utf-8")
+        if len(_CLIENT_IDS) >= _CLIENT_IDS_MAX:
+            _CLIENT_IDS.clear()  # bounded: hostile clients may send many
+        _CLIENT_IDS[raw] = client_id
+    return client_id
+
+
 def parse_request_header(
     payload: bytes | bytearray | memoryview, *, known_api: bool = True
 ) -> tuple[RequestHeader, int]:
@@ -134,12 +147,9 @@ def parse_request_header(
         client_id = _CLIENT_IDS.get(raw)
         if client_id is None:
             try:
-                client_id = raw.decode("utf-8")
+                client_id = decode_client_id(raw)
             except UnicodeDecodeError as exc:
                 raise _header_error(f"client_id is not UTF-8: {exc}", payload) from None
-            if len(_CLIENT_IDS) >= _CLIENT_IDS_MAX:
-                _CLIENT_IDS.clear()  # bounded: hostile clients may send many
-            _CLIENT_IDS[raw] = client_id
         offset = end
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
     if header_version == 2:

@@ -17,9 +17,17 @@ import typing
 from functools import cache
 from typing import Any, NamedTuple
 
+from odradek.protocol.headers import RequestHeader, decode_client_id, parse_request_header
 from odradek.protocol.lenient import _plan
+from odradek.protocol.produce_response import FIRST_FLEXIBLE
+from odradek.protocol.versions import PRODUCE
 
-__all__ = ["LoneProduce", "read_lone_produce", "read_produce_request"]
+try:
+    from odradek.protocol._lone import read_lone as _c_read_lone
+except ImportError:  # not built (no compiler at install time): the Python readers only
+    _c_read_lone = None
+
+__all__ = ["LoneProduce", "read_lone_produce", "read_lone_request", "read_produce_request"]
 
 _ONE_ELEMENT_LEGACY = b"\x00\x00\x00\x01"
 _ONE_ELEMENT_COMPACT = 2  # compact array length: count + 1
@@ -150,6 +158,49 @@ def _length(
     return legacy.unpack_from(buffer, position)[0], position + legacy.size
 
 
+def _topic_name(raw: bytes) -> str:
+    """A topic name as sent, decoded (UnicodeDecodeError if not UTF-8), through _NAMES."""
+    topic = _NAMES.get(raw)
+    if topic is None:
+        topic = raw.decode("utf-8")
+        if len(_NAMES) >= _NAMES_MAX:
+            _NAMES.clear()  # bounded: a client may name many topics
+        _NAMES[raw] = topic
+    return topic
+
+
+def read_lone_request(frame: memoryview) -> tuple[RequestHeader, LoneProduce] | None:
+    """The header and body of a writable frame holding a Produce request of the lone
+    shape (see read_lone_produce), in any version; else None. Never raises for a malformed
+    frame. The version is not checked against what the broker supports: the caller does.
+
+    The C reader (``_lone.c``) takes the commonest frames in one call; whatever it
+    declines goes through parse_request_header and read_lone_produce, which accept the
+    same frames with the same fields, and more (tagged fields in the header)."""
+    if _c_read_lone is not None:
+        found = _c_read_lone(FIRST_FLEXIBLE, frame)
+        if found is not None:
+            version, correlation_id, client_raw, acks, timeout_ms, topic_raw, partition, \
+                start, end = found  # fmt: skip
+            try:
+                client_id = None if client_raw is None else decode_client_id(client_raw)
+                topic = _topic_name(topic_raw)
+            except UnicodeDecodeError:  # the Python readers decline it too
+                return None
+            return (
+                RequestHeader(PRODUCE, version, correlation_id, client_id),
+                LoneProduce(acks, timeout_ms, topic, partition, frame[start:end]),
+            )
+    try:
+        header, offset = parse_request_header(frame)
+    except Exception:  # DecodeError: the generic path answers it
+        return None
+    if header.api_key != PRODUCE:
+        return None
+    lone = read_lone_produce(frame, offset, header.api_version >= FIRST_FLEXIBLE)
+    return None if lone is None else (header, lone)
+
+
 def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LoneProduce | None:
     """The body at ``offset`` of a writable Produce frame when it is the commonest shape:
     no transactional id, one topic, one partition, a record set that can be a batch, no
@@ -177,10 +228,7 @@ def read_lone_produce(frame: memoryview, offset: int, flexible: bool) -> LonePro
         if topic is None:
             if len(raw) != length:
                 return None
-            topic = raw.decode("utf-8")
-            if len(_NAMES) >= _NAMES_MAX:
-                _NAMES.clear()  # bounded: a client may name many topics
-            _NAMES[raw] = topic
+            topic = _topic_name(raw)
         position = _after_one_element(frame, position, flexible)
         if position < 0:
             return None
