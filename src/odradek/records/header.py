@@ -59,6 +59,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -204,6 +205,14 @@ def assigned(
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite the base offset in place. The CRC does not cover it, so it stays valid."""
     _BASE_OFFSET.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
+
+
+def set_base_offset_and_epoch(
+    buf: bytearray | memoryview, pos: int, header: BatchHeader, base_offset: int, epoch: int
+) -> None:
+    """set_base_offset and set_partition_leader_epoch in one pack (a leader's append does
+    both for every batch): batchLength, between the two, is written back unchanged."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, header.batch_length, epoch)
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:

@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from odradek.records.header import assigned, set_base_offset, set_partition_leader_epoch
+from odradek.records.header import assigned, set_base_offset_and_epoch
 from odradek.records.validation import NO_TIMESTAMP
 from odradek.storage import log_flush, log_loader, log_read, log_retention, log_truncation
 from odradek.storage.checkpoint import fsync_dir
@@ -394,8 +394,7 @@ class Log:
             records = 0
             for batch in parsed:
                 pos, header = batch.position, batch.header
-                set_base_offset(buf, pos, next_offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
+                set_base_offset_and_epoch(buf, pos, header, next_offset, leader_epoch)
                 batch_max = header.max_timestamp
                 if log_append_time:
                     stamp_timestamp(buf, pos, header, log_append_time=True, max_timestamp=now_ms)

@@ -500,9 +500,9 @@ class LogSegment:
         now_ms: int,
     ) -> bool:  # fmt: skip
         """Whether an append of ``append_size`` bytes must go to a new segment."""
-        if not self.can_convert_to_relative_offset(
-            first_offset
-        ) or not self.can_convert_to_relative_offset(last_offset):
+        # can_convert_to_relative_offset, inlined: this runs on every append.
+        base = self.base_offset
+        if not (0 <= first_offset - base <= INT32_MAX and 0 <= last_offset - base <= INT32_MAX):
             return True
         size = self.size
         if size == 0:
@@ -531,13 +531,14 @@ class LogSegment:
         start = self.size
         view = memoryview(data)
         # What indexing changes, to put back if an index entry cannot be written either.
-        undo = (
-            self.offset_index.entries,
-            self.time_index.entries,
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self.bytes_since_last_index_entry,
-        )
+        # An entry is only added for a batch that starts more than index.interval.bytes
+        # after the last one, so none can be when the whole append ends before that: the
+        # commonest append (a small batch) skips reading the index sizes.
+        since = self.bytes_since_last_index_entry
+        entries = None
+        if since + len(view) > self.config.index_interval_bytes:
+            entries = (self.offset_index.entries, self.time_index.entries)
+        undo = (self._max_timestamp, self._offset_of_max_timestamp, since)
         if len(view) >= _PREALLOCATE_MIN_APPEND and start + len(view) > self._allocated:
             self._reserve_blocks(shared.fd, start, len(view))
         try:
@@ -550,10 +551,11 @@ class LogSegment:
         except OSError as exc:
             os.ftruncate(shared.fd, start)
             self._allocated = 0  # the truncation gave back every block past start
-            self.offset_index.truncate_to_entries(undo[0])
-            self.time_index.truncate_to_entries(undo[1])
+            if entries is not None:
+                self.offset_index.truncate_to_entries(entries[0])
+                self.time_index.truncate_to_entries(entries[1])
             (self._max_timestamp, self._offset_of_max_timestamp,
-             self.bytes_since_last_index_entry) = undo[2:]  # fmt: skip
+             self.bytes_since_last_index_entry) = undo  # fmt: skip
             raise StorageError(f"{self.log_path}: append failed: {exc}") from exc
         self._log_dirty = True
         if start == 0 and batches:

@@ -4,7 +4,7 @@ generic request machinery.
 A producer with ``linger.ms=0`` sends one request per record batch, and for such a
 request the generic path (decoding into kio entities, dispatch, the handler's per-topic
 loops and dicts) costs more than the append itself. The lane reads the frame directly
-(:func:`odradek.protocol.produce_request.read_lone_produce`) and calls the same replica
+(:func:`odradek.protocol.produce_request.read_lone_request`) and calls the same replica
 manager, quota-free answer encoder and metrics as :func:`handle_produce`, so the answer is
 the same bytes. It declines (the connection then takes the generic path, which decides
 and words every error) whenever anything could make the generic path answer otherwise:
@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from odradek.broker.handlers.produce import (
     _await_replication,
@@ -26,9 +28,8 @@ from odradek.broker.handlers.produce import (
     record_produce_quota,
 )
 from odradek.broker.replica_manager import AppendResult
-from odradek.protocol.headers import parse_request_header
-from odradek.protocol.produce_request import LoneProduce, read_lone_produce
-from odradek.protocol.produce_response import FIRST_FLEXIBLE, VERSIONS, encode_produce_response
+from odradek.protocol.produce_request import LoneProduce, read_lone_request
+from odradek.protocol.produce_response import VERSIONS, encode_produce_response
 from odradek.protocol.versions import PRODUCE
 
 if TYPE_CHECKING:
@@ -57,23 +58,21 @@ class ProduceLane:
         quotas = server.client_quotas
         if quotas.enabled(PRODUCER_BYTE_RATE) or quotas.enabled(REQUEST_PERCENTAGE):
             return None
-        try:
-            header, offset = parse_request_header(frame)
-        except Exception:  # DecodeError: the generic path answers it
+        read = read_lone_request(frame)
+        if read is None:
             return None
+        header, lone = read
         version = header.api_version
         bounds = versions.get(PRODUCE)
         if (
-            header.api_key != PRODUCE
-            or bounds is None
+            bounds is None
             or not bounds[0] <= version <= bounds[1]
             or version not in VERSIONS  # what encode_produce_response writes
+            or lone.acks not in (-1, 0, 1)
+            or not _legal_topic_name(lone.topic)
         ):
             return None
-        lone = read_lone_produce(frame, offset, version >= FIRST_FLEXIBLE)
-        if lone is None or lone.acks not in (-1, 0, 1) or not _legal_topic_name(lone.topic):
-            return None
-        return header, lone
+        return read
 
     async def answer(self, ctx: RequestContext, lone: LoneProduce) -> bytes | None:
         """handle_produce for one partition: the framed answer, or None for acks=0."""
@@ -96,7 +95,13 @@ class ProduceLane:
             result = await result
         _fill(server, entry, name, size, result, acks, pending)
         if pending:
-            await _await_replication(server, pending, lone.timeout_ms)
+            # acks=all: most often the HW is already there (one replica, or followers
+            # ahead of the request), and the answer is _await_replication's without it.
+            status = server.replica_manager.produce_status(name, lone.partition, pending[0][3])
+            if status is None:
+                await _await_replication(server, pending, lone.timeout_ms)
+            elif status:
+                entry["error_code"] = ErrorCode(status)
         # No quota was set when the lane took the request; one set meanwhile (while the
         # append or the replication was awaited) counts these bytes, as on the generic path.
         throttle_ms = record_produce_quota(server, ctx, size)
