@@ -60,7 +60,6 @@ import asyncio
 import contextlib
 import types
 from collections import deque
-from collections.abc import Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -541,23 +540,31 @@ class Connection(asyncio.BufferedProtocol):
             if intercepted is not None:
                 return intercepted
         large = len(frame) > _OFFLOAD_FRAME
-        server = self._server
-        lane = server.produce_lane
-        handling = None
-        if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:  # Produce
-            accepted = lane.accept(memoryview(frame), server.api_versions)
-            if accepted is not None:
-                ctx = self._request_context(accepted[0], received_at)
-                handling = self._answer_lone(ctx, lane.answer(ctx, accepted[1]), frame)
-        if handling is None:
-            handling = self._handle_decoded(frame, received_at, large=large)
-        if not large:
-            return await handling
-        LargeRequests.begin()
+        if large:
+            LargeRequests.begin()
         try:
-            return await handling
+            server = self._server
+            lane = server.produce_lane
+            if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:
+                accepted = lane.accept(memoryview(frame), server.api_versions)
+                if accepted is not None:  # a lone Produce: the lane answers it
+                    ctx = self._request_context(accepted[0], received_at)
+                    token = current_request.set(ctx)
+                    try:
+                        answer = lane.answer(ctx, accepted[1])
+                        if answer is None or type(answer) is bytes:
+                            return answer
+                        return await answer  # type: ignore[misc]
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        return self._lane_failed(ctx, frame)
+                    finally:
+                        current_request.reset(token)
+            return await self._handle_decoded(frame, received_at, large=large)
         finally:
-            LargeRequests.end()
+            if large:
+                LargeRequests.end()
 
     def _authenticate(self, frame: bytes | memoryview) -> Outgoing | None:
         """Run a frame of a not yet authenticated SASL connection through its gate
@@ -649,28 +656,14 @@ class Connection(asyncio.BufferedProtocol):
             mute=self.mute_for,
         )
 
-    async def _answer_lone(
-        self,
-        ctx: RequestContext,
-        answer: Coroutine[Any, Any, bytes | None],
-        frame: bytearray | memoryview,
-    ) -> Outgoing | None:
-        """The produce lane's answer (``NetworkServer.produce_lane``), in the request's
-        logging context, with a failing handler answered as on the generic path."""
-        token = current_request.set(ctx)
-        try:
-            return await answer
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            try:  # the generic answer to a failed handler lists the request's partitions
-                _header, request = decode_request(frame, self._server.api_versions)
-            except DecodeError:
-                self._log.exception("produce lane failed on connection %s", self.connection_id)
-                return Close("handler failed for a Produce request")
-            return handler_failed(ctx, request, self._log)
-        finally:
-            current_request.reset(token)
+    def _lane_failed(self, ctx: RequestContext, frame: bytearray | memoryview) -> Outgoing:
+        """The answer when the produce lane's handler failed: as on the generic path."""
+        try:  # the generic answer to a failed handler lists the request's partitions
+            _header, request = decode_request(frame, self._server.api_versions)
+        except DecodeError:
+            self._log.exception("produce lane failed on connection %s", self.connection_id)
+            return Close("handler failed for a Produce request")
+        return handler_failed(ctx, request, self._log)
 
     async def _finish_deferred(
         self, ctx: RequestContext, request: object, deferred: DeferredResponse, started: float

@@ -107,25 +107,28 @@ def encode_produce_response(
 
 
 # One topic, one partition, no error message: what a producer with linger.ms=0 gets for
-# every record. Everything but the numbers is the same for a topic and version, so it is
-# cached: (bytes before the partition's numbers, their Struct, bytes after them).
-_ONE_CACHE: dict[tuple[int, str], tuple[bytes, struct.Struct, bytes]] = {}
+# every record. Everything but the numbers is the same for a topic and version, so the
+# whole answer is one cached Struct: size, correlation id, the bytes before the partition's
+# numbers, the numbers, the bytes after them, the throttle time (and the response's tagged
+# fields in flexible versions), packed in one call.
+_ONE_CACHE: dict[tuple[int, str], tuple[struct.Struct, bytes, bytes, bool]] = {}
 _ONE_CACHE_MAX = 4096
-_HEAD = struct.Struct(">ii")  # size, correlation id
 
 
-def _one_parts(api_version: int, name: str) -> tuple[bytes, struct.Struct, bytes]:
+def _one_parts(api_version: int, name: str) -> tuple[struct.Struct, bytes, bytes, bool]:
     flexible = api_version >= FIRST_FLEXIBLE
     head = (b"\x00" if flexible else b"") + _array_length(1, flexible)
     head += _string(name, flexible) + _array_length(1, flexible)
     # index, error_code, base_offset, log_append_time[, log_start_offset]
-    numbers = struct.Struct(">ihqq" + ("q" if api_version >= 5 else ""))
+    numbers = "ihqq" + ("q" if api_version >= 5 else "")
     tail = b""
     if api_version >= 8:  # no record errors, a null error message
         tail += b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff"
     if flexible:
         tail += b"\x00\x00"  # the partition's and the topic's tagged fields
-    return head, numbers, tail
+    # The response's own tagged fields (flexible) are a zero pad byte after the throttle.
+    layout = struct.Struct(f">ii{len(head)}s{numbers}{len(tail)}si{'x' if flexible else ''}")
+    return layout, head, tail, api_version >= 5
 
 
 def _encode_one(
@@ -141,18 +144,19 @@ def _encode_one(
         if len(_ONE_CACHE) >= _ONE_CACHE_MAX:
             _ONE_CACHE.clear()
         parts = _ONE_CACHE[key] = _one_parts(api_version, name)
-    head, numbers, tail = parts
+    layout, head, tail, with_log_start = parts
     append_time = entry.get("log_append_time")
-    values = [
-        int(entry["index"]),
-        int(entry.get("error_code", 0)),
-        entry["base_offset"],
-        -1 if append_time is None else append_time,
-    ]
-    if api_version >= 5:
-        values.append(entry.get("log_start_offset", -1))
-    end = _INT32.pack(throttle_time_ms)
-    if api_version >= FIRST_FLEXIBLE:
-        end += b"\x00"
-    size = 4 + len(head) + numbers.size + len(tail) + len(end)
-    return b"".join((_HEAD.pack(size, correlation_id), head, numbers.pack(*values), tail, end))
+    if append_time is None:
+        append_time = -1
+    size = layout.size - 4
+    index = int(entry["index"])
+    error_code = int(entry.get("error_code", 0))
+    if with_log_start:
+        return layout.pack(
+            size, correlation_id, head, index, error_code, entry["base_offset"], append_time,
+            entry.get("log_start_offset", -1), tail, throttle_time_ms,
+        )  # fmt: skip
+    return layout.pack(
+        size, correlation_id, head, index, error_code, entry["base_offset"], append_time, tail,
+        throttle_time_ms,
+    )  # fmt: skip

@@ -368,7 +368,11 @@ class Log:
                                    now_ms=now_ms)  # fmt: skip
             if not parsed:
                 return AppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0)
-            duplicate = check_producers(self.producer_state, buf, parsed, origin)
+            # Idempotence and fencing concern batches with a producer id only: a lone
+            # batch without one (a plain producer's commonest append) skips the call.
+            duplicate = None
+            if len(parsed) > 1 or parsed[0].header.producer_id >= 0:
+                duplicate = check_producers(self.producer_state, buf, parsed, origin)
             if duplicate is not None:
                 return AppendInfo(
                     first_offset=duplicate.first_offset,
@@ -380,7 +384,8 @@ class Log:
                     records_count=duplicate.offset_delta + 1,
                     duplicate=True,
                 )
-            buf, parsed = maybe_recompress(buf, parsed, config)
+            if config.compression_type != "producer":
+                buf, parsed = maybe_recompress(buf, parsed, config)
             if len(buf) > config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"append of {len(buf)} bytes exceeds segment.bytes {config.segment_bytes} "

@@ -15,7 +15,7 @@ other shape of request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -74,13 +74,44 @@ class ProduceLane:
             return None
         return read
 
-    async def answer(self, ctx: RequestContext, lone: LoneProduce) -> bytes | None:
-        """handle_produce for one partition: the framed answer, or None for acks=0."""
-        server = self._server
-        header = ctx.header
-        acks = lone.acks
-        name = lone.topic
-        size = len(lone.records)
+    def answer(
+        self, ctx: RequestContext, lone: LoneProduce
+    ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
+        """handle_produce for one partition: the framed answer (None for acks=0), or, when
+        it must wait (an append on the append thread, acks=all replication), a coroutine
+        to await for it. The commonest request is answered without creating one."""
+        result = self._server.replica_manager.append_or_offload(
+            lone.topic, lone.partition, lone.records, required_acks=lone.acks
+        )
+        if not isinstance(result, AppendResult):  # on the append thread (large, or queued)
+            return self._answer_after(ctx, lone, result)
+        entry, pending = self._entry(lone, result)
+        if pending and not self._replicated(lone, entry, pending):
+            return self._answer_replicated(ctx, lone, entry, pending)
+        return self._encode(ctx, lone, entry)
+
+    async def _answer_after(
+        self, ctx: RequestContext, lone: LoneProduce, appending: Awaitable[AppendResult]
+    ) -> bytes | None:
+        entry, pending = self._entry(lone, await appending)
+        if pending and not self._replicated(lone, entry, pending):
+            await _await_replication(self._server, pending, lone.timeout_ms)
+        return self._encode(ctx, lone, entry)
+
+    async def _answer_replicated(
+        self,
+        ctx: RequestContext,
+        lone: LoneProduce,
+        entry: dict[str, Any],
+        pending: list[tuple[str, int, dict[str, Any], int]],
+    ) -> bytes | None:
+        await _await_replication(self._server, pending, lone.timeout_ms)
+        return self._encode(ctx, lone, entry)
+
+    def _entry(
+        self, lone: LoneProduce, result: AppendResult
+    ) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any], int]]]:
+        """The answer's partition entry, and what acks=all waits for (as handle_produce)."""
         entry: dict[str, Any] = {
             "index": lone.partition,
             "base_offset": -1,
@@ -88,27 +119,38 @@ class ProduceLane:
             "log_start_offset": -1,
         }
         pending: list[tuple[str, int, dict[str, Any], int]] = []
-        result = server.replica_manager.append_or_offload(
-            name, lone.partition, lone.records, required_acks=acks
+        _fill(self._server, entry, lone.topic, len(lone.records), result, lone.acks, pending)
+        return entry, pending
+
+    def _replicated(
+        self,
+        lone: LoneProduce,
+        entry: dict[str, Any],
+        pending: list[tuple[str, int, dict[str, Any], int]],
+    ) -> bool:
+        """acks=all: whether the answer can go now. Most often the HW is already there
+        (one replica, or followers ahead of the request); the entry then gets
+        _await_replication's verdict without it."""
+        status = self._server.replica_manager.produce_status(
+            lone.topic, lone.partition, pending[0][3]
         )
-        if not isinstance(result, AppendResult):  # on the append thread (large, or queued)
-            result = await result
-        _fill(server, entry, name, size, result, acks, pending)
-        if pending:
-            # acks=all: most often the HW is already there (one replica, or followers
-            # ahead of the request), and the answer is _await_replication's without it.
-            status = server.replica_manager.produce_status(name, lone.partition, pending[0][3])
-            if status is None:
-                await _await_replication(server, pending, lone.timeout_ms)
-            elif status:
-                entry["error_code"] = ErrorCode(status)
+        if status is None:
+            return False
+        if status:
+            entry["error_code"] = ErrorCode(status)
+        return True
+
+    def _encode(
+        self, ctx: RequestContext, lone: LoneProduce, entry: dict[str, Any]
+    ) -> bytes | None:
         # No quota was set when the lane took the request; one set meanwhile (while the
         # append or the replication was awaited) counts these bytes, as on the generic path.
-        throttle_ms = record_produce_quota(server, ctx, size)
-        if acks == 0:
+        throttle_ms = record_produce_quota(self._server, ctx, len(lone.records))
+        if lone.acks == 0:
             return None
+        header = ctx.header
         encoded = encode_produce_response(
-            header.correlation_id, header.api_version, [(name, [entry])], throttle_ms
+            header.correlation_id, header.api_version, [(lone.topic, [entry])], throttle_ms
         )
         if encoded is None:  # cannot happen for the versions accepted: a bug
             raise RuntimeError(f"no direct encoding of a Produce v{header.api_version} answer")
