@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import types
 from collections import deque
+from collections.abc import Coroutine
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,15 @@ _OFFLOAD_FRAME = 64 * 1024
 _INLINE_FRAME = 16 * 1024
 # ResponseValues with more items than this are built and encoded on executor threads.
 _OFFLOAD_ITEMS = 2000
+
+
+class _Declined:
+    """What Connection._lane_now returns for a frame the produce lane does not take."""
+
+    __slots__ = ()
+
+
+_DECLINED = _Declined()
 
 
 class _Started:
@@ -492,24 +502,32 @@ class Connection(asyncio.BufferedProtocol):
         size = len(frame)
         self._in_flight += 1
         self.idle.clear()
-        coro = self._handle_frame(frame, received_at)
+        task = None
         try:
-            step = self._context.run(coro.send, None)
-        except StopIteration as stop:
-            outgoing = stop.value
+            # A lone Produce first: the lane answers most without any coroutine.
+            outgoing = self._context.run(self._lane_now, frame, received_at)
+            if isinstance(outgoing, Coroutine):  # the lane waits for something
+                task = self._loop.create_task(outgoing, context=self._context)
+            elif outgoing is _DECLINED:
+                coro = self._handle_frame(frame, received_at, try_lane=False)
+                try:
+                    step = self._context.run(coro.send, None)
+                except StopIteration as stop:
+                    outgoing = stop.value
+                else:
+                    task = self._loop.create_task(_continue(coro, step), context=self._context)
+                del coro
         except asyncio.CancelledError:
             outgoing = Close("request handling cancelled")
         except Exception as exc:  # a bug in the protocol layer: drop the connection
             self._log.exception("unexpected error on connection %s", self.connection_id)
             outgoing = Close(f"unexpected {type(exc).__name__}")
-        else:
-            task = self._loop.create_task(_continue(coro, step), context=self._context)
+        if task is not None:
             self._processor_idle = False  # later requests queue behind this one
             self._pending.append((_Started(frame, task), received_at))
             self._pending_bytes += size
             self._pending_wakeup.set()
             return
-        del coro
         # As _process does after a request.
         self._retire(frame, size)
         del frame
@@ -532,7 +550,7 @@ class Connection(asyncio.BufferedProtocol):
         self._release(size)
 
     async def _handle_frame(
-        self, frame: bytes | memoryview, received_at: float
+        self, frame: bytes | memoryview, received_at: float, *, try_lane: bool = True
     ) -> Outgoing | asyncio.Future[Outgoing | None] | None:
         sasl = self._sasl
         if sasl is not None and (not sasl.authenticated or sasl.needs(frame)):
@@ -543,28 +561,56 @@ class Connection(asyncio.BufferedProtocol):
         if large:
             LargeRequests.begin()
         try:
-            server = self._server
-            lane = server.produce_lane
-            if lane is not None and len(frame) > 1 and frame[0] == 0 and frame[1] == 0:
-                accepted = lane.accept(memoryview(frame), server.api_versions)
-                if accepted is not None:  # a lone Produce: the lane answers it
-                    ctx = self._request_context(accepted[0], received_at)
-                    token = current_request.set(ctx)
-                    try:
-                        answer = lane.answer(ctx, accepted[1])
-                        if answer is None or type(answer) is bytes:
-                            return answer
-                        return await answer  # type: ignore[misc]
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        return self._lane_failed(ctx, frame)
-                    finally:
-                        current_request.reset(token)
+            if try_lane:
+                answered = self._lane_now(frame, received_at)
+                if isinstance(answered, Coroutine):
+                    return await answered
+                if answered is not _DECLINED:
+                    return answered
             return await self._handle_decoded(frame, received_at, large=large)
         finally:
             if large:
                 LargeRequests.end()
+
+    def _lane_now(
+        self, frame: bytes | memoryview, received_at: float
+    ) -> Outgoing | Coroutine[Any, Any, Outgoing | None] | _Declined | None:
+        """A lone Produce, answered by the produce lane (``NetworkServer.produce_lane``):
+        the answer, or a coroutine finishing it when the lane waits for something, or
+        _DECLINED when the lane does not take the frame (the generic path answers it)."""
+        server = self._server
+        lane = server.produce_lane
+        if lane is None or len(frame) < 2 or frame[0] != 0 or frame[1] != 0:  # not Produce
+            return _DECLINED
+        accepted = lane.accept(memoryview(frame), server.api_versions)
+        if accepted is None:
+            return _DECLINED
+        ctx = self._request_context(accepted[0], received_at)
+        token = current_request.set(ctx)
+        try:
+            answer = lane.answer(ctx, accepted[1])
+        except Exception:
+            return self._lane_failed(ctx, frame)
+        finally:
+            current_request.reset(token)
+        if answer is None or type(answer) is bytes:
+            return answer
+        return self._lane_later(ctx, answer, frame)  # type: ignore[arg-type]
+
+    async def _lane_later(
+        self, ctx: RequestContext, answer: Coroutine[Any, Any, bytes | None], frame: Any
+    ) -> Outgoing | None:
+        """The rest of a lane answer that waits (an offloaded append, acks=all
+        replication), in the request's logging context."""
+        token = current_request.set(ctx)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return self._lane_failed(ctx, frame)
+        finally:
+            current_request.reset(token)
 
     def _authenticate(self, frame: bytes | memoryview) -> Outgoing | None:
         """Run a frame of a not yet authenticated SASL connection through its gate

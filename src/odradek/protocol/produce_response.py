@@ -15,7 +15,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FIRST_FLEXIBLE", "VERSIONS", "encode_produce_response"]
+__all__ = ["FIRST_FLEXIBLE", "VERSIONS", "encode_one_partition", "encode_produce_response"]
 
 FIRST_FLEXIBLE = 9  # Produce v9+: compact arrays and strings, tagged fields (KIP-482)
 VERSIONS = range(3, 12)  # the Produce versions written here
@@ -138,6 +138,33 @@ def _encode_one(
     entry: Mapping[str, Any],
     throttle_time_ms: int,
 ) -> bytes:
+    append_time = entry.get("log_append_time")
+    return encode_one_partition(
+        correlation_id,
+        api_version,
+        name,
+        int(entry["index"]),
+        int(entry.get("error_code", 0)),
+        entry["base_offset"],
+        -1 if append_time is None else append_time,
+        entry.get("log_start_offset", -1),
+        throttle_time_ms,
+    )
+
+
+def encode_one_partition(
+    correlation_id: int,
+    api_version: int,
+    name: str,
+    index: int,
+    error_code: int,
+    base_offset: int,
+    log_append_time: int,
+    log_start_offset: int,
+    throttle_time_ms: int,
+) -> bytes:
+    """encode_produce_response for one topic with one partition and no error message
+    (``api_version`` in VERSIONS; -1 for no log append time), from the numbers alone."""
     key = (api_version, name)
     parts = _ONE_CACHE.get(key)
     if parts is None:
@@ -145,18 +172,13 @@ def _encode_one(
             _ONE_CACHE.clear()
         parts = _ONE_CACHE[key] = _one_parts(api_version, name)
     layout, head, tail, with_log_start = parts
-    append_time = entry.get("log_append_time")
-    if append_time is None:
-        append_time = -1
     size = layout.size - 4
-    index = int(entry["index"])
-    error_code = int(entry.get("error_code", 0))
     if with_log_start:
         return layout.pack(
-            size, correlation_id, head, index, error_code, entry["base_offset"], append_time,
-            entry.get("log_start_offset", -1), tail, throttle_time_ms,
+            size, correlation_id, head, index, error_code, base_offset, log_append_time,
+            log_start_offset, tail, throttle_time_ms,
         )  # fmt: skip
     return layout.pack(
-        size, correlation_id, head, index, error_code, entry["base_offset"], append_time, tail,
+        size, correlation_id, head, index, error_code, base_offset, log_append_time, tail,
         throttle_time_ms,
     )  # fmt: skip

@@ -216,6 +216,12 @@ class LeaderEpochFileCache:
         ``sync=False`` changes the entries in memory only and leaves the file to the
         next :meth:`sync` (the log's flush or close) or truncation.
         """
+        # The no-op of _assign_in_memory, decided without the lock (a leader's every append
+        # calls this): only the log's own truncations and appends change the entries, and
+        # those hold the log's lock, as the caller does; the last entry is read at once.
+        last = self._entries[-1] if self._entries else None
+        if last is not None and last[0] == epoch >= 0 and 0 <= last[1] <= start_offset:
+            return
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
         if not sync:

@@ -29,7 +29,11 @@ from odradek.broker.handlers.produce import (
 )
 from odradek.broker.replica_manager import AppendResult
 from odradek.protocol.produce_request import LoneProduce, read_lone_request
-from odradek.protocol.produce_response import VERSIONS, encode_produce_response
+from odradek.protocol.produce_response import (
+    VERSIONS,
+    encode_one_partition,
+    encode_produce_response,
+)
 from odradek.protocol.versions import PRODUCE
 
 if TYPE_CHECKING:
@@ -80,11 +84,44 @@ class ProduceLane:
         """handle_produce for one partition: the framed answer (None for acks=0), or, when
         it must wait (an append on the append thread, acks=all replication), a coroutine
         to await for it. The commonest request is answered without creating one."""
-        result = self._server.replica_manager.append_or_offload(
+        server = self._server
+        replicas = server.replica_manager
+        result = replicas.append_or_offload(
             lone.topic, lone.partition, lone.records, required_acks=lone.acks
         )
         if not isinstance(result, AppendResult):  # on the append thread (large, or queued)
             return self._answer_after(ctx, lone, result)
+        if result.error_code or result.error_message or server.stats is not None:
+            return self._answer_entry(ctx, lone, result)
+        # Appended, no metrics to count: the numbers go straight into the answer, as
+        # _fill and encode_produce_response would put them there.
+        code = 0
+        if lone.acks == -1:
+            code = replicas.produce_status(lone.topic, lone.partition, result.last_offset + 1)
+            if code is None:  # the followers have not caught up yet: wait for them
+                return self._answer_entry(ctx, lone, result)
+        throttle_ms = record_produce_quota(server, ctx, len(lone.records))
+        if lone.acks == 0:
+            return None
+        header = ctx.header
+        append_time = result.log_append_time_ms
+        return encode_one_partition(
+            header.correlation_id,
+            header.api_version,
+            lone.topic,
+            lone.partition,
+            code,
+            result.base_offset,
+            append_time if append_time >= 0 else -1,
+            result.log_start_offset,
+            throttle_ms,
+        )
+
+    def _answer_entry(
+        self, ctx: RequestContext, lone: LoneProduce, result: AppendResult
+    ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
+        """answer's general case (an error, metrics, or acks=all waiting for followers):
+        the partition entry handle_produce builds, filled by the same _fill."""
         entry, pending = self._entry(lone, result)
         if pending and not self._replicated(lone, entry, pending):
             return self._answer_replicated(ctx, lone, entry, pending)
