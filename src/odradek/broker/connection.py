@@ -506,7 +506,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             # A lone Produce first: the lane answers most without any coroutine.
             outgoing = self._context.run(self._lane_now, frame, received_at)
-            if isinstance(outgoing, Coroutine):  # the lane waits for something
+            if type(outgoing) is types.CoroutineType:  # the lane waits for something
                 task = self._loop.create_task(outgoing, context=self._context)
             elif outgoing is _DECLINED:
                 coro = self._handle_frame(frame, received_at, try_lane=False)
@@ -563,7 +563,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             if try_lane:
                 answered = self._lane_now(frame, received_at)
-                if isinstance(answered, Coroutine):
+                if type(answered) is types.CoroutineType:
                     return await answered
                 if answered is not _DECLINED:
                     return answered
