@@ -21,21 +21,10 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "../bigendian.h"
+
 #define PRODUCE 0
 #define SMALLEST_BATCH 61
-
-static int32_t
-be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-                     (uint32_t)p[3]);
-}
-
-static int16_t
-be16(const uint8_t *p)
-{
-    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
-}
 
 /* An unsigned varint of at most 4 bytes (as produce_request._uvarint): 0 and advances *pos,
  * or -1 when truncated or longer. */

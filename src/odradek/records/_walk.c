@@ -22,6 +22,8 @@
 #include <structmember.h>
 #include <stdint.h>
 
+#include "../bigendian.h"
+
 /* Reads an unsigned LEB128 of at most max_bytes bytes, whose value must fit max_bits.
  * Returns 0 and advances *pos, or -1 (truncated, too long or out of range). */
 static int
@@ -191,28 +193,6 @@ walk(PyObject *Py_UNUSED(self), PyObject *args)
 }
 
 /* ------------------------------------------------------------------------ leader_batch */
-
-static int64_t
-be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static int32_t
-be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-                     (uint32_t)p[3]);
-}
-
-static int16_t
-be16(const uint8_t *p)
-{
-    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
-}
 
 #define HEADER_SIZE 61
 #define CODEC_MASK 0x07
