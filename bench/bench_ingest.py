@@ -310,49 +310,54 @@ def floor_us_per_request(requests: int) -> float:
 
 
 def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
+    """Every phase whose count is above 0 (``--raw-mb 0`` skips the 1 MiB phase, ...)."""
     print(f"\n== {name} (pid {pid}) ==", flush=True)
-    create_topic(port, "raw")
-    # Measured right before the broker is: the machine's load drifts within a run.
-    loopback = loopback_mb_per_s(args.loopback_mb * MiB)
-    print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
-    # 16 records of 65,000 bytes: one batch just under Kafka's default max.message.bytes
-    # (1,048,588), so the broker appends it rather than answering RECORD_TOO_LARGE.
-    big = produce_frame("raw", [os.urandom(BIG_RECORD) for _ in range(16)])
-    count = max(1, args.raw_mb * MiB // len(big))
-    elapsed, cpu = pipelined(port, big, count, pid, args.window)
-    total = count * len(big)
-    rate = total / elapsed / 1e6
-    print(
-        f"pre-encoded 1 MiB Produce, 1 connection: {rate:.0f} MB/s, ratio to loopback "
-        f"{rate / loopback:.2f} (goal >= 0.6); broker CPU {cpu / total * 1e9:.2f} s/GB",
-        flush=True,
-    )
+    if args.raw_mb > 0:
+        create_topic(port, "raw")
+        # Measured right before the broker is: the machine's load drifts within a run.
+        loopback = loopback_mb_per_s(args.loopback_mb * MiB)
+        print(f"raw loopback TCP (1 MiB sends): {loopback:.0f} MB/s", flush=True)
+        # 16 records of 65,000 bytes: one batch just under Kafka's default
+        # max.message.bytes (1,048,588), so the broker appends it rather than answering
+        # RECORD_TOO_LARGE.
+        big = produce_frame("raw", [os.urandom(BIG_RECORD) for _ in range(16)])
+        count = max(1, args.raw_mb * MiB // len(big))
+        elapsed, cpu = pipelined(port, big, count, pid, args.window)
+        total = count * len(big)
+        rate = total / elapsed / 1e6
+        print(
+            f"pre-encoded 1 MiB Produce, 1 connection: {rate:.0f} MB/s, ratio to loopback "
+            f"{rate / loopback:.2f} (goal >= 0.6); broker CPU {cpu / total * 1e9:.2f} s/GB",
+            flush=True,
+        )
 
-    cpu0 = process_cpu_s(pid)
-    _records, mb_s = produce_rate(f"127.0.0.1:{port}", "big", args.big_records, 64 * 1024)
-    cpu = process_cpu_s(pid) - cpu0
-    gb = args.big_records * 64 * 1024 / 1e9
-    print(
-        f"confluent-kafka 64 KiB records: {mb_s:.0f} MB/s, broker CPU {cpu / gb:.2f} s/GB",
-        flush=True,
-    )
+    if args.big_records > 0:
+        cpu0 = process_cpu_s(pid)
+        _records, mb_s = produce_rate(f"127.0.0.1:{port}", "big", args.big_records, 64 * 1024)
+        cpu = process_cpu_s(pid) - cpu0
+        gb = args.big_records * 64 * 1024 / 1e9
+        print(
+            f"confluent-kafka 64 KiB records: {mb_s:.0f} MB/s, broker CPU {cpu / gb:.2f} s/GB",
+            flush=True,
+        )
 
-    create_topic(port, "small")
-    small = produce_frame("small", [b"x" * 100])
-    elapsed, cpu = pipelined(port, small, args.small_requests, pid)
-    print(
-        f"single-record Produce, pipelined: {args.small_requests / elapsed:.0f} req/s, "
-        f"broker CPU {cpu / args.small_requests * 1e6:.0f} us/request",
-        flush=True,
-    )
-    n = args.small_requests // 4
-    elapsed, cpu = one_at_a_time(port, small, n, pid)
-    floor = f", x{cpu / n * 1e6 / args.floor_us:.2f} of the floor" if args.floor_us else ""
-    print(
-        f"single-record Produce, one at a time: {n / elapsed:.0f} req/s, "
-        f"broker CPU {cpu / n * 1e6:.0f} us/request{floor}",
-        flush=True,
-    )
+    if args.small_requests >= 4:
+        create_topic(port, "small")
+        small = produce_frame("small", [b"x" * 100])
+        elapsed, cpu = pipelined(port, small, args.small_requests, pid)
+        print(
+            f"single-record Produce, pipelined: {args.small_requests / elapsed:.0f} req/s, "
+            f"broker CPU {cpu / args.small_requests * 1e6:.0f} us/request",
+            flush=True,
+        )
+        n = args.small_requests // 4
+        elapsed, cpu = one_at_a_time(port, small, n, pid)
+        floor = f", x{cpu / n * 1e6 / args.floor_us:.2f} of the floor" if args.floor_us else ""
+        print(
+            f"single-record Produce, one at a time: {n / elapsed:.0f} req/s, "
+            f"broker CPU {cpu / n * 1e6:.0f} us/request{floor}",
+            flush=True,
+        )
 
     if args.wakeups:
         create_topic(port, "wakeup")
@@ -365,6 +370,8 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
             flush=True,
         )
 
+    if args.latency_runs <= 0:
+        return
     p99s = []
     for run in range(args.latency_runs):
         latency = latency_at_rate(
