@@ -221,7 +221,6 @@ def clean_log(
             offset_map,
             io_buffer_size=io_buffer_size,
             check_done=check,
-            result=result,
         )
     end_offset = offset_map.latest_offset + 1
     if end_offset <= plan.first_dirty and not revisit_clean_section:

@@ -20,7 +20,6 @@ from odradek.storage.cleaner_read import (
     decode_within,
     iter_segment_batches,
 )
-from odradek.storage.cleaner_result import CleanResult
 from odradek.storage.cleaner_txn import CleanedTransactionMetadata
 
 
@@ -64,7 +63,6 @@ def build_offset_map(
     *,
     io_buffer_size: int,
     check_done: Callable[[], None],
-    result: CleanResult,
 ) -> None:
     """Fill ``offset_map`` with the latest offset of every key in ``[start, end)``."""
     dirty = segments_overlapping(segments, start, end)
