@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -33,16 +34,18 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.helpers.broker import BrokerProcess
 from tests.helpers.checker import History, Readback, Record, Write
 from tests.helpers.cluster import SESSION_TIMEOUT_MS, BrokerCluster, wait_for
-from tests.helpers.disks import fill, mount_tmpfs, unmount
+from tests.helpers.disks import TmpfsUnavailable, fill, mount_tmpfs, unmount
 
 GID_BASE = 47000  # broker i runs as group GID_BASE + i
 KINDS = ("kill", "pause", "partition", "isolate", "zk-isolate")  # the default mix
@@ -257,6 +260,11 @@ class FaultyCluster(BrokerCluster):
             return None
         return found[0] if isinstance(found, tuple) else found
 
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """The partition's leader as ZooKeeper has it, if it is one of this cluster's."""
+        state = self.partition_state(topic, partition)
+        return state.leader if state is not None and state.leader in self.brokers else None
+
     def wait_fully_replicated(self, topic: str, partitions: int, timeout: float) -> bool:
         """Every partition has a leader and every replica in its ISR (False on timeout)."""
         everyone = tuple(sorted(self.brokers))
@@ -274,6 +282,35 @@ class FaultyCluster(BrokerCluster):
         except AssertionError:
             return False
 
+
+
+@contextlib.contextmanager
+def jepsen_cluster(
+    tmp_path: Path,
+    zk_connect: str,
+    name: str,
+    settings: dict[str, str],
+    *,
+    disk_size: str | None = None,
+) -> Iterator[tuple[FaultyCluster, Firewall]]:
+    """A started three-broker FaultyCluster and the Firewall that cuts it, for a Jepsen
+    test's fixture: skipped (pytest.skip) where nftables or a tmpfs cannot be used; the
+    firewall is healed (a cut broker cannot stop cleanly) and the cluster closed after,
+    also after a failure."""
+    reason = nft_unusable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with Firewall(f"{os.getpid()}_{name[:30]}") as firewall:
+        try:
+            cluster = FaultyCluster(tmp_path, zk_connect, 3, settings, disk_size=disk_size)
+        except TmpfsUnavailable as exc:
+            pytest.skip(str(exc))
+        try:
+            cluster.start()
+            yield cluster, firewall
+        finally:
+            firewall.heal()
+            cluster.close()  # unmounts a tmpfs too
 
 @dataclass
 class Fault:

@@ -28,6 +28,7 @@ from tests.helpers.faults import (
     GID_BASE,
     FaultyCluster,
     Firewall,
+    jepsen_cluster,
     nft_unusable_reason,
     produce_recorded,
     read_all,
@@ -50,21 +51,13 @@ def firewall(request: pytest.FixtureRequest) -> Iterator[Firewall]:
 
 
 @pytest.fixture
-def faulty_cluster(tmp_path: Path, zk_connect: str, firewall: Firewall) -> Iterator[
+def faulty_cluster(tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest) -> Iterator[
     tuple[FaultyCluster, Firewall]
 ]:
-    cluster = FaultyCluster(
-        tmp_path,
-        zk_connect,
-        3,
-        CAMPAIGN_BROKER_SETTINGS,
-    )
-    try:
-        cluster.start()
-        yield cluster, firewall
-    finally:
-        firewall.heal()  # a cut broker cannot stop cleanly
-        cluster.close()
+    with jepsen_cluster(
+        tmp_path, zk_connect, request.node.name, CAMPAIGN_BROKER_SETTINGS
+    ) as started:
+        yield started
 
 
 @pytest.mark.timeout(600)

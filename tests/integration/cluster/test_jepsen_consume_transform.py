@@ -41,7 +41,7 @@ from tests.helpers.faults import (
     FaultyCluster,
     Firewall,
     Nemesis,
-    nft_unusable_reason,
+    jepsen_cluster,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
@@ -73,28 +73,15 @@ def transform(value: bytes) -> bytes:
 def ctp_cluster(tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest) -> Iterator[
     tuple[FaultyCluster, Firewall]
 ]:
-    reason = nft_unusable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with Firewall(f"{os.getpid()}_{request.node.name[:30]}") as firewall:
-        cluster = FaultyCluster(
-            tmp_path,
-            zk_connect,
-            3,
-            {
-                **CAMPAIGN_BROKER_SETTINGS,
-                # Transactions a lost producer left open are aborted soon.
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-                # A rebalance needs no 3 s wait for more members (Kafka's default).
-                "group.initial.rebalance.delay.ms": "0",
-            },
-        )
-        try:
-            cluster.start()
-            yield cluster, firewall
-        finally:
-            firewall.heal()  # a cut broker cannot stop cleanly
-            cluster.close()
+    settings = {
+        **CAMPAIGN_BROKER_SETTINGS,
+        # Transactions a lost producer left open are aborted soon.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+        # A rebalance needs no 3 s wait for more members (Kafka's default).
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    with jepsen_cluster(tmp_path, zk_connect, request.node.name, settings) as started:
+        yield started
 
 
 class Processors:
@@ -467,11 +454,6 @@ def read_topic(
         consumer.close()
 
 
-def leader_of(cluster: FaultyCluster, topic: str, partition: int) -> int | None:
-    state = cluster.partition_state(topic, partition)
-    return state.leader if state is not None and state.leader in cluster.brokers else None
-
-
 ROLES = ("kill-txn-coordinator", "kill-group-coordinator", "kill-leader", "pause", "partition")
 
 
@@ -481,9 +463,9 @@ def draw_fault(
     """The fault of ``role``, aimed at where the brokers are now."""
     ids = sorted(cluster.brokers)
     session_s = SESSION_TIMEOUT_MS / 1000
-    txn = leader_of(cluster, STATE, partition_for(rng.choice(txn_ids), INTERNAL_PARTITIONS))
-    group = leader_of(cluster, OFFSETS, partition_for(GROUP, INTERNAL_PARTITIONS))
-    leader = leader_of(cluster, rng.choice([IN, OUT]), rng.randrange(PARTITIONS))
+    txn = cluster.leader_of(STATE, partition_for(rng.choice(txn_ids), INTERNAL_PARTITIONS))
+    group = cluster.leader_of(OFFSETS, partition_for(GROUP, INTERNAL_PARTITIONS))
+    leader = cluster.leader_of(rng.choice([IN, OUT]), rng.randrange(PARTITIONS))
     down = rng.uniform(0.5, 3.0)  # a killed broker restarts once its session expired
     if role == "kill-txn-coordinator":
         return Fault("kill", (txn or rng.choice(ids),), down)

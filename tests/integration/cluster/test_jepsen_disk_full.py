@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.disks import TmpfsUnavailable
 from tests.helpers.faults import (
     CAMPAIGN_BROKER_SETTINGS,
     DISK_SIZE,
     FaultyCluster,
     Firewall,
-    nft_unusable_reason,
+    jepsen_cluster,
     run_campaign,
 )
 
@@ -34,26 +33,10 @@ HALT_LINE = "Shutdown broker because all log dirs in"
 
 @pytest.fixture
 def disk_cluster(tmp_path: Path, zk_connect: str) -> Iterator[tuple[FaultyCluster, Firewall]]:
-    reason = nft_unusable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with Firewall(f"{os.getpid()}_disk_full") as firewall:
-        try:
-            cluster = FaultyCluster(
-                tmp_path,
-                zk_connect,
-                3,
-                CAMPAIGN_BROKER_SETTINGS,
-                disk_size=DISK_SIZE,
-            )
-        except TmpfsUnavailable as exc:
-            pytest.skip(str(exc))
-        try:
-            cluster.start()
-            yield cluster, firewall
-        finally:
-            firewall.heal()
-            cluster.close()  # unmounts the tmpfs, also after a failure
+    with jepsen_cluster(
+        tmp_path, zk_connect, "disk_full", CAMPAIGN_BROKER_SETTINGS, disk_size=DISK_SIZE
+    ) as started:
+        yield started
 
 
 @pytest.mark.timeout(300)

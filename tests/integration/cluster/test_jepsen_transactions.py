@@ -35,7 +35,7 @@ from tests.helpers.faults import (
     FaultyCluster,
     Firewall,
     Nemesis,
-    nft_unusable_reason,
+    jepsen_cluster,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen]
@@ -53,26 +53,13 @@ TXN_TIMEOUT_MS = 10000
 def txn_cluster(tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest) -> Iterator[
     tuple[FaultyCluster, Firewall]
 ]:
-    reason = nft_unusable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with Firewall(f"{os.getpid()}_{request.node.name[:30]}") as firewall:
-        cluster = FaultyCluster(
-            tmp_path,
-            zk_connect,
-            3,
-            {
-                **CAMPAIGN_BROKER_SETTINGS,
-                # Timed-out transactions (a producer lost mid-transaction) are aborted soon.
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-            },
-        )
-        try:
-            cluster.start()
-            yield cluster, firewall
-        finally:
-            firewall.heal()  # a cut broker cannot stop cleanly
-            cluster.close()
+    settings = {
+        **CAMPAIGN_BROKER_SETTINGS,
+        # Timed-out transactions (a producer lost mid-transaction) are aborted soon.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    }
+    with jepsen_cluster(tmp_path, zk_connect, request.node.name, settings) as started:
+        yield started
 
 
 class TxnWorkload:
@@ -298,11 +285,6 @@ def high_watermarks(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
-def leader_of(cluster: FaultyCluster, topic: str, partition: int) -> int | None:
-    state = cluster.partition_state(topic, partition)
-    return state.leader if state is not None and state.leader in cluster.brokers else None
-
-
 def draw_schedule(rng: random.Random, rounds: int) -> list[tuple[str, float]]:
     """(role, duration) per fault: each round has every role once, in a seeded order."""
     session_s = SESSION_TIMEOUT_MS / 1000
@@ -325,8 +307,8 @@ def target_of(role: str, cluster: FaultyCluster, rng: random.Random, txn_ids: li
     int, ...
 ]:
     ids = sorted(cluster.brokers)
-    coordinator = leader_of(cluster, STATE, partition_for(rng.choice(txn_ids), STATE_PARTITIONS))
-    leader = leader_of(cluster, TOPIC, rng.randrange(PARTITIONS))
+    coordinator = cluster.leader_of(STATE, partition_for(rng.choice(txn_ids), STATE_PARTITIONS))
+    leader = cluster.leader_of(TOPIC, rng.randrange(PARTITIONS))
     if role == "kill-coordinator" and coordinator is not None:
         return (coordinator,)
     if role == "kill-leader" and leader is not None:
