@@ -25,18 +25,58 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def wait_for_port(
-    port: int, timeout: float, proc: subprocess.Popen | None = None, host: str = "127.0.0.1"
+    port: int,
+    timeout: float,
+    proc: subprocess.Popen | None = None,
+    host: str = "127.0.0.1",
+    *,
+    owned: bool = False,
 ) -> None:
+    """Wait until ``host:port`` accepts connections. With ``owned``, only ``proc``'s own
+    listener counts: a port chosen by free_port may be taken meanwhile by another test's
+    server (another pytest worker's), which must not pass for the broker."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"broker exited early with code {proc.returncode}")
         try:
             with socket.create_connection((host, port), timeout=0.5):
-                return
+                pass
         except OSError:
             time.sleep(0.05)
+            continue
+        if not owned or proc is None or _listens(proc.pid, port):
+            return
+        time.sleep(0.05)
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``port`` (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local address "ADDR:PORT" (hex), state 0A = LISTEN, inode
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class BrokerProcess:
@@ -56,6 +96,9 @@ class BrokerProcess:
         self.host = host
         self.wrapper = list(wrapper or [])
         self.port = port or free_port(host)
+        # A port free_port chose may be taken before the broker binds it (by another
+        # pytest worker's server): the first start then moves to another one.
+        self._port_chosen = port is None
         self.overrides = dict(overrides or {})
         self.log_path = log_path or data_dir.parent / f"broker-{self.port}.log"
         self.proc: subprocess.Popen | None = None
@@ -78,6 +121,25 @@ class BrokerProcess:
         return cmd
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
+        first_start = self.proc is None
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                moved = (
+                    first_start
+                    and self._port_chosen
+                    and "listeners" not in self.overrides
+                    and attempt < 2
+                    and f"address ('{self.host}', {self.port}): address already in use"
+                    in self.log_text()
+                )
+                if not moved:
+                    raise
+                self.port = free_port(self.host)
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
@@ -90,10 +152,10 @@ class BrokerProcess:
         )
         log_file.close()
         try:
-            wait_for_port(self.port, timeout, self.proc, self.host)
+            wait_for_port(self.port, timeout, self.proc, self.host, owned=True)
             # The broker opens its listeners one after the other: a test may use any.
             for host, port in self.other_listeners():
-                wait_for_port(port, timeout, self.proc, host)
+                wait_for_port(port, timeout, self.proc, host, owned=True)
         except Exception:
             self.kill()
             raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None
