@@ -473,17 +473,7 @@ class Connection(asyncio.BufferedProtocol):
                 outgoing = Close(f"unexpected {type(exc).__name__}")
             self._retire(frame, size)
             del frame
-            if self._closed:
-                return
-            if outgoing is None:
-                self._request_done()
-                continue
-            if isinstance(outgoing, list):
-                # A small Fetch answer is sent like bytes; a region that cannot be read
-                # leaves it to the writer, which closes the connection.
-                with contextlib.suppress(OSError, TruncatedRegionError):
-                    outgoing = self._writer.inline(outgoing)
-            if not self._deliver(outgoing):
+            if not self._hand_on(outgoing):
                 return
             if self._pending:
                 # Take turns: a connection with many pipelined requests must not keep the
@@ -531,14 +521,24 @@ class Connection(asyncio.BufferedProtocol):
         # As _process does after a request.
         self._retire(frame, size)
         del frame
-        if self._closed:
-            return
-        if outgoing is None:
-            self._request_done()
-            return
-        if not self._deliver(outgoing):
+        if not self._hand_on(outgoing) and not self._closed:
             # The writer closes after the answers before it; nothing more is read.
             self.stop_reading()
+
+    def _hand_on(self, outgoing: Outgoing | None) -> bool:
+        """A handled request's answer (its frame already retired) to the writer: False
+        when the connection is done with (closed, or this answer closes it)."""
+        if self._closed:
+            return False
+        if outgoing is None:
+            self._request_done()
+            return True
+        if isinstance(outgoing, list):
+            # A small Fetch answer is sent like bytes; a region that cannot be read
+            # leaves it to the writer, which closes the connection.
+            with contextlib.suppress(OSError, TruncatedRegionError):
+                outgoing = self._writer.inline(outgoing)
+        return self._deliver(outgoing)
 
     def _retire(self, frame: bytearray | memoryview, size: int) -> None:
         """A handled request's frame: its dedicated buffer goes back to the pool (reused
