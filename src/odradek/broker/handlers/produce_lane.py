@@ -99,7 +99,8 @@ class ProduceLane:
         if lone.acks == -1:
             code = replicas.produce_status(lone.topic, lone.partition, result.last_offset + 1)
             if code is None:  # the followers have not caught up yet: wait for them
-                return self._answer_entry(ctx, lone, result)
+                entry, pending = self._entry(lone, result)
+                return self._answer_replicated(ctx, lone, entry, pending)
         throttle_ms = record_produce_quota(server, ctx, len(lone.records))
         if lone.acks == 0:
             return None
@@ -120,8 +121,8 @@ class ProduceLane:
     def _answer_entry(
         self, ctx: RequestContext, lone: LoneProduce, result: AppendResult
     ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
-        """answer's general case (an error, metrics, or acks=all waiting for followers):
-        the partition entry handle_produce builds, filled by the same _fill."""
+        """answer's general case (an error, or metrics to count): the partition entry
+        handle_produce builds, filled by the same _fill."""
         entry, pending = self._entry(lone, result)
         if pending and not self._replicated(lone, entry, pending):
             return self._answer_replicated(ctx, lone, entry, pending)
