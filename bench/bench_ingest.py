@@ -115,14 +115,14 @@ def create_topic(port: int, topic: str) -> None:
         future.result(30)
 
 
-def produce_frame(topic: str, values: list[bytes]) -> bytes:
+def produce_frame(topic: str, values: list[bytes], acks: int = 1) -> bytes:
     batch = build_batch([Record(v) for v in values])
     request = build_request(
         PRODUCE,
         PRODUCE_VERSION,
         {
             "transactional_id": None,
-            "acks": 1,
+            "acks": acks,
             "timeout": 30_000,
             "topic_data": [
                 {"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}

@@ -33,6 +33,8 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
+from bench_ingest import produce_frame
+
 ROUNDS = 7
 
 
@@ -68,27 +70,6 @@ class StubTransport:
         pass
 
 
-def produce_frame(topic: str) -> bytes:
-    from odradek.protocol.build import build_request
-    from odradek.protocol.codec import encode_request
-    from odradek.records.batch import Record, build_batch
-
-    batch = build_batch([Record(b"x" * 100)])
-    request = build_request(
-        0,
-        9,
-        {
-            "transactional_id": None,
-            "acks": -1,
-            "timeout": 30_000,
-            "topic_data": [
-                {"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}
-            ],
-        },
-    )
-    return encode_request(9, 1, "rdkafka", request)
-
-
 def best_us(work: Callable[[], object], requests: int) -> float:
     return min(timeit.repeat(work, number=requests, repeat=ROUNDS)) / requests * 1e6
 
@@ -117,7 +98,7 @@ async def measure(requests: int, components: bool) -> dict[str, float]:
     connection.connection_made(transport)  # type: ignore[arg-type]
     for _ in range(5):  # the connection's tasks reach their waits
         await asyncio.sleep(0)
-    frame = produce_frame("small")
+    frame = produce_frame("small", [b"x" * 100], acks=-1)
 
     def one() -> None:
         buffer = connection.get_buffer(len(frame))
