@@ -285,6 +285,17 @@ class FaultyCluster(BrokerCluster):
 
 
 @contextlib.contextmanager
+def jepsen_firewall(name: str) -> Iterator[Firewall]:
+    """A Firewall of its own for a test (named after it and this process), or
+    pytest.skip where nftables cannot be used."""
+    reason = nft_unusable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with Firewall(f"{os.getpid()}_{name[:30]}") as firewall:
+        yield firewall
+
+
+@contextlib.contextmanager
 def jepsen_cluster(
     tmp_path: Path,
     zk_connect: str,
@@ -297,10 +308,7 @@ def jepsen_cluster(
     test's fixture: skipped (pytest.skip) where nftables or a tmpfs cannot be used; the
     firewall is healed (a cut broker cannot stop cleanly) and the cluster closed after,
     also after a failure."""
-    reason = nft_unusable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with Firewall(f"{os.getpid()}_{name[:30]}") as firewall:
+    with jepsen_firewall(name) as firewall:
         try:
             cluster = FaultyCluster(tmp_path, zk_connect, 3, settings, disk_size=disk_size)
         except TmpfsUnavailable as exc:

@@ -29,7 +29,7 @@ from tests.helpers.faults import (
     FaultyCluster,
     Firewall,
     jepsen_cluster,
-    nft_unusable_reason,
+    jepsen_firewall,
     produce_recorded,
     read_all,
     run_campaign,
@@ -43,10 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.jepsen
 
 @pytest.fixture
 def firewall(request: pytest.FixtureRequest) -> Iterator[Firewall]:
-    reason = nft_unusable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with Firewall(f"{os.getpid()}_{request.node.name[:30]}") as fw:
+    with jepsen_firewall(request.node.name) as fw:
         yield fw
 
 
