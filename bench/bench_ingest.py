@@ -31,6 +31,12 @@ Measured, all in one run:
    the time from sending the Produce to reading the Fetch answer is timed, one cycle
    after the other: p50/p99 and broker CPU us per cycle (what the broker adds to a
    tailing consumer's latency, with no Python client threads in the way).
+8. the floor under (2), right before each broker's 1 MiB phase: ``bench/ingest_floor.py``,
+   a server that only reads each frame into a reused buffer, checks the batch's CRC and
+   writes it to a file, fed the same frames by the same client (``--ingest-floor``
+   names its modes: ``write`` by default, also ``thread`` and ``splice``). Its ratio to
+   (1) is what this machine allows any receiver that keeps the records in a file; the
+   broker's figure is printed as a ratio to the best floor too.
 
 Broker CPU is user + system time from /proc/<pid>/stat.
 """
@@ -116,7 +122,14 @@ def create_topic(port: int, topic: str) -> None:
 
 
 def produce_frame(topic: str, values: list[bytes], acks: int = 1) -> bytes:
-    batch = build_batch([Record(v) for v in values])
+    return produce_frame_and_batch_offset(topic, values, acks)[0]
+
+
+def produce_frame_and_batch_offset(
+    topic: str, values: list[bytes], acks: int = 1
+) -> tuple[bytes, int]:
+    """A framed Produce request of one batch, and where the batch starts after the size."""
+    batch = bytes(build_batch([Record(v) for v in values]))
     request = build_request(
         PRODUCE,
         PRODUCE_VERSION,
@@ -124,12 +137,11 @@ def produce_frame(topic: str, values: list[bytes], acks: int = 1) -> bytes:
             "transactional_id": None,
             "acks": acks,
             "timeout": 30_000,
-            "topic_data": [
-                {"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}
-            ],
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
         },
     )
-    return encode_request(PRODUCE_VERSION, 1, "bench-ingest", request)
+    frame = encode_request(PRODUCE_VERSION, 1, "bench-ingest", request)
+    return frame, frame.index(batch) - 4
 
 
 def _recv_exact(sock: socket.socket, view: memoryview, size: int) -> None:
@@ -309,6 +321,26 @@ def floor_us_per_request(requests: int) -> float:
         stop_process(proc)
 
 
+def ingest_floor(
+    mode: str, workdir: Path, frame: bytes, batch_offset: int, count: int, window: int | None
+) -> tuple[float, float]:
+    """bench/ingest_floor.py in ``mode`` fed ``count`` copies of ``frame`` as the broker
+    is: (MB/s, CPU s/GB)."""
+    port = free_port()
+    script = Path(__file__).resolve().parent / "ingest_floor.py"
+    data = workdir / f"floor-{port}"
+    cmd = [sys.executable, str(script), str(port), str(data), str(batch_offset), "--mode", mode]
+    proc = subprocess.Popen(cmd)
+    try:
+        wait_for_port(port, proc, "ingest floor server")
+        elapsed, cpu = pipelined(port, frame, count, proc.pid, window)
+    finally:
+        stop_process(proc)
+        shutil.rmtree(data, ignore_errors=True)
+    total = count * len(frame)
+    return total / elapsed / 1e6, cpu / total * 1e9
+
+
 def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
     """Every phase whose count is above 0 (``--raw-mb 0`` skips the 1 MiB phase, ...)."""
     print(f"\n== {name} (pid {pid}) ==", flush=True)
@@ -320,14 +352,30 @@ def measure(name: str, port: int, pid: int, args: argparse.Namespace) -> None:
         # 16 records of 65,000 bytes: one batch just under Kafka's default
         # max.message.bytes (1,048,588), so the broker appends it rather than answering
         # RECORD_TOO_LARGE.
-        big = produce_frame("raw", [os.urandom(BIG_RECORD) for _ in range(16)])
+        big, batch_offset = produce_frame_and_batch_offset(
+            "raw", [os.urandom(BIG_RECORD) for _ in range(16)]
+        )
         count = max(1, args.raw_mb * MiB // len(big))
+        floors = []
+        for mode in args.ingest_floor:
+            floor, floor_s_gb = ingest_floor(
+                mode, args.workdir, big, batch_offset, count, args.window
+            )
+            floors.append(floor)
+            print(
+                f"ingest floor (bench/ingest_floor.py --mode {mode}: read, CRC, write to a "
+                f"file): {floor:.0f} MB/s, ratio to loopback {floor / loopback:.2f}; CPU "
+                f"{floor_s_gb:.2f} s/GB",
+                flush=True,
+            )
         elapsed, cpu = pipelined(port, big, count, pid, args.window)
         total = count * len(big)
         rate = total / elapsed / 1e6
+        of_floor = f", x{rate / max(floors):.2f} of the best floor" if floors else ""
         print(
             f"pre-encoded 1 MiB Produce, 1 connection: {rate:.0f} MB/s, ratio to loopback "
-            f"{rate / loopback:.2f} (goal >= 0.6); broker CPU {cpu / total * 1e9:.2f} s/GB",
+            f"{rate / loopback:.2f} (goal >= 0.6){of_floor}; broker CPU "
+            f"{cpu / total * 1e9:.2f} s/GB",
             flush=True,
         )
 
@@ -418,9 +466,16 @@ def main(argv: list[str] | None = None) -> int:
         default=5000,
         help="requests to measure bench/uvloop_floor.py with (0: skip)",
     )
+    parser.add_argument(
+        "--ingest-floor",
+        default="write",
+        help="comma-separated modes of bench/ingest_floor.py to measure before each broker's "
+        "1 MiB phase (write, thread, splice; empty: none)",
+    )
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--latency-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
+    args.ingest_floor = [mode for mode in args.ingest_floor.split(",") if mode]
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     args.floor_us = floor_us_per_request(args.floor_requests) if args.floor_requests else 0.0
     if args.floor_us:
@@ -431,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     with tempfile.TemporaryDirectory(prefix="odradek-bench-ingest-") as tmp:
         workdir = Path(tmp)
+        args.workdir = workdir
         runs: list[tuple[str, str | None, tuple[str, ...]]] = [("this checkout", None, ())]
         if args.append_thread is not None:
             override = f"append.thread.min.bytes={args.append_thread}"
