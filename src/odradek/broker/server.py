@@ -827,4 +827,20 @@ async def _serve(config: BrokerConfig) -> None:
         return
     stopping.cancel()
     starting.result()  # a failed start-up fails the command
+    freeze_start_up_heap()
     await server.serve_forever(stop)
+
+
+def freeze_start_up_heap() -> None:
+    """Leave what start-up loaded (modules, configs, logs) out of later collections.
+
+    In a broker process those objects live as long as the process, yet every full
+    collection traversed them all again: 17-34 ms on the event loop with a handful of
+    partitions, which made the p99 of a consumer tailing a 10,000 records/s producer
+    (bench_ingest's latency runs). Frozen, a full collection scans only what came later.
+    The garbage start-up left is collected first, so that none of it is frozen for good.
+    Unlike ``KafkaServer.start``'s freeze, this is for the ``odradek server`` process
+    only: a broker started in a test's process must not freeze the test's objects.
+    """
+    gc.collect()
+    gc.freeze()
