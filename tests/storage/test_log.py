@@ -297,7 +297,30 @@ def test_reads_match_a_model(
         assert [h.base_offset for h in headers(got.read_bytes())] == expected
         assert got.size == total
         assert got.first_offset == (expected[0] if expected else -1)
+        # Every byte of the batches below max_offset counts towards min_bytes, whole
+        # batches or not: the count reaches max_bytes exactly when they hold that much.
+        below = sum(size for _, last, size in model if offset <= last < max_offset)
+        readable = log.readable_bytes(offset, max(max_bytes, 1), max_offset=max_offset)
+        assert min(below, max(max_bytes, 1)) <= readable <= below
     log.close()
+
+
+def test_readable_bytes_count_batches_a_read_of_that_size_would_not_return(
+    open_log: OpenLog,
+) -> None:
+    # A delayed fetch's min_bytes: three batches of ~470 bytes hold 1,000 bytes, though a
+    # read of 1,000 bytes returns only two of them. Counting that read kept such a fetch
+    # waiting for max_wait.
+    log = open_log(SMALL)
+    bases = fill(log, 3, values=1, size=400)
+    size = parse_header(make_batch([b"v" * 400])).size
+    assert log.read(0, 1000).size == 2 * size < 1000
+    assert log.readable_bytes(0, 1000) == 3 * size >= 1000
+    assert log.readable_bytes(0, 1000, max_offset=bases[2]) == 2 * size  # the HW bounds it
+    assert log.readable_bytes(bases[2], 1) == size
+    assert log.readable_bytes(log.log_end_offset, 1) == 0
+    with pytest.raises(OffsetOutOfRangeError):
+        log.readable_bytes(log.log_end_offset + 1, 1)
 
 
 def test_offset_for_timestamp(open_log: OpenLog) -> None:

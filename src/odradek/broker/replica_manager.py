@@ -690,10 +690,11 @@ class ReplicaManager:
         limit: int,
         replica_id: int = -1,
     ) -> int | None:
-        """Rough count of readable bytes past fetch_offset; None if the partition is gone.
+        """Readable bytes from fetch_offset on, counted up to ``limit``; None if the
+        partition is gone.
 
-        Used by delayed fetches to decide whether min_bytes is reached; reading the index
-        and segment positions is cheap, and no data is copied.
+        Used by delayed fetches to decide whether min_bytes is reached: file positions
+        from the index and a short header scan, no batch read (``Log.readable_bytes``).
         """
         partition = self._partitions.get((topic, index))
         if partition is None or self.log_manager.dir_failure.offline:
@@ -715,12 +716,9 @@ class ReplicaManager:
         if fetch_offset >= upper:
             return 0
         try:
-            info = partition.log.read(
-                fetch_offset, max(limit, 1), max_offset=upper, min_one_batch=True
-            )
+            return partition.log.readable_bytes(fetch_offset, max(limit, 1), max_offset=upper)
         except StorageError:
             return None  # let the real read report the error
-        return info.size
 
     def preferred_read_replica(
         self, topic: str, index: int, fetch_offset: int, client_rack: str

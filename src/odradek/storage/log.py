@@ -571,6 +571,7 @@ class Log:
     # Bound, not wrapped: Log.read is called once per partition of every Fetch.
 
     read = log_read.read
+    readable_bytes = log_read.readable_bytes
     offset_for_timestamp = log_read.offset_for_timestamp
     collect_aborted_transactions = log_read.collect_aborted_transactions
 

@@ -1,13 +1,13 @@
 """Reading one partition's log: Fetch (whole batches as file regions for ``sendfile``),
-ListOffsets (offset for a timestamp) and the aborted transactions a read_committed
-fetch must skip.
+the bytes a delayed fetch counts towards min_bytes, ListOffsets (offset for a timestamp)
+and the aborted transactions a read_committed fetch must skip.
 
 Functions of a :class:`~odradek.storage.log.Log`, bound as its ``read``,
-``offset_for_timestamp`` and ``collect_aborted_transactions`` methods (bound, not
-wrapped: ``read`` runs once per partition of every Fetch, and a wrapper would add a
-call). Kept apart from log.py because the reads only look: they change nothing in the
-log, and what bounds them (log start offset, high watermark or last stable offset,
-the cleaner's empty segments) is their own reasoning.
+``readable_bytes``, ``offset_for_timestamp`` and ``collect_aborted_transactions``
+methods (bound, not wrapped: ``read`` runs once per partition of every Fetch, and a
+wrapper would add a call). Kept apart from log.py because the reads only look: they
+change nothing in the log, and what bounds them (log start offset, high watermark or
+last stable offset, the cleaner's empty segments) is their own reasoning.
 
 A read finds the start position with the sparse offset index and a short header
 scan; records are decoded only to answer ListOffsets by timestamp or MAX_TIMESTAMP
@@ -17,9 +17,11 @@ scan; records are decoded only to answer ListOffsets by timestamp or MAX_TIMESTA
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from odradek.records.header import BatchHeader
 from odradek.records.validation import NO_TIMESTAMP, uncompressed_limit
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.file_region import FileRegion
@@ -65,42 +67,9 @@ def read(
     Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
     """
     with log._lock:
-        log._check_open()
-        leo = log._log_end_offset
-        if offset < log.log_start_offset or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {log.topic}-{log.partition}: "
-                f"log start offset {log.log_start_offset}, log end offset {leo}"
-            )
-        upper = leo if max_offset is None else min(max_offset, leo)
         info = FetchInfo()
-        if offset >= upper:
-            return info
         remaining = max(max_bytes, 0)
-        index = max(bisect.bisect_right(log._bases, offset) - 1, 0)
-        for i in range(index, len(log._segments)):
-            segment = log._segments[i]
-            if segment.base_offset >= upper:
-                break
-            if info.first_offset < 0:
-                found = segment.translate_offset(offset)
-                if found is None:
-                    continue  # offset in a gap at the end of this segment
-                start, first_header = found
-            else:
-                start, first_header = 0, None
-            segment_end = log._bases[i + 1] if i + 1 < len(log._bases) else leo
-            max_position = segment.size
-            if upper < segment_end:
-                bound = segment.translate_offset(upper, start)
-                if bound is not None:
-                    max_position = bound[0]
-            if max_position <= start:
-                if segment.size == 0:
-                    # Emptied by the cleaner (Kafka swaps in empty cleaned segments
-                    # too): the offsets it covered are gone, the log goes on after it.
-                    continue
-                break
+        for segment, start, first_header, max_position in _spans(log, offset, max_offset):
             limit = min(max_position, start + remaining)
             if first_header is not None and start + first_header.size > limit:
                 end = start  # the first batch alone is over the limit: no scan needed
@@ -118,6 +87,71 @@ def read(
             if end < segment.size or remaining <= 0:
                 break
         return info
+
+
+def readable_bytes(log: Log, offset: int, at_least: int, *, max_offset: int | None = None) -> int:
+    """How many bytes of batches lie from the one holding ``offset`` up to ``max_offset``
+    (exclusive, as for :func:`read`), counted until ``at_least`` is reached.
+
+    For a delayed fetch's min_bytes: file positions are subtracted, as Kafka's
+    DelayedFetch does, and no batch is scanned. (Counting the whole batches a read of
+    ``at_least`` bytes would return fell short whenever the next batch did not fit, so a
+    fetch with min_bytes above one batch waited out max_wait with the bytes there.)
+    Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
+    """
+    with log._lock:
+        total = 0
+        for _, start, _, max_position in _spans(log, offset, max_offset):
+            total += max_position - start
+            if total >= at_least:
+                break
+        return total
+
+
+def _spans(
+    log: Log, offset: int, max_offset: int | None
+) -> Iterator[tuple[LogSegment, int, BatchHeader | None, int]]:
+    """What a read from ``offset`` below ``max_offset`` covers, segment by segment:
+    ``(segment, start position, header of the batch holding offset (first segment
+    only), end position)``. The caller holds the log's lock."""
+    log._check_open()
+    leo = log._log_end_offset
+    if offset < log.log_start_offset or offset > leo:
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for {log.topic}-{log.partition}: "
+            f"log start offset {log.log_start_offset}, log end offset {leo}"
+        )
+    upper = leo if max_offset is None else min(max_offset, leo)
+    if offset >= upper:
+        return
+    found_first = False
+    index = max(bisect.bisect_right(log._bases, offset) - 1, 0)
+    for i in range(index, len(log._segments)):
+        segment = log._segments[i]
+        if segment.base_offset >= upper:
+            return
+        first_header: BatchHeader | None = None
+        if found_first:
+            start = 0
+        else:
+            found = segment.translate_offset(offset)
+            if found is None:
+                continue  # offset in a gap at the end of this segment
+            start, first_header = found
+            found_first = True
+        segment_end = log._bases[i + 1] if i + 1 < len(log._bases) else leo
+        max_position = segment.size
+        if upper < segment_end:
+            bound = segment.translate_offset(upper, start)
+            if bound is not None:
+                max_position = bound[0]
+        if max_position <= start:
+            if segment.size == 0:
+                # Emptied by the cleaner (Kafka swaps in empty cleaned segments
+                # too): the offsets it covered are gone, the log goes on after it.
+                continue
+            return
+        yield segment, start, first_header, max_position
 
 
 def offset_for_timestamp(log: Log, timestamp_ms: int) -> tuple[int, int] | None:
