@@ -135,6 +135,16 @@ class _FetchPlan:
             results.append((topic, partition, result))
         return results
 
+    def enough(self, results: list[tuple[str, int, ReadResult]]) -> bool:
+        """Whether a read answers the fetch now: ``min_bytes`` read, or a partition's
+        error or preferred read replica to tell (as ``bytes_ready`` counts them)."""
+        total = 0
+        for _, _, result in results:
+            if result.error_code or result.preferred_read_replica >= 0:
+                return True
+            total += result.size
+        return total >= self.min_bytes
+
     def bytes_ready(self) -> int:
         total = 0
         for topic, partition, offset, _ in self.items:
@@ -208,11 +218,23 @@ async def handle_fetch(server: KafkaServer, ctx: RequestContext, request: Any) -
     plan = _FetchPlan(server, request, context, version, ctx.authz)
     await plan.collect()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-    if max_wait_ms > 0 and plan.min_bytes > 0 and plan.bytes_ready() < plan.min_bytes:
+    may_wait = max_wait_ms > 0 and plan.min_bytes > 0
+    read = None
+    if may_wait and plan.replica_id < 0:
+        # A consumer's fetch is read first, as Kafka's fetchMessages does, and answered
+        # with that read when it is enough: checking min_bytes first read the same batches
+        # twice. (A follower's is checked first: reading it records replication-quota
+        # bytes, which a read dropped for a wait would count twice.)
+        read = await plan.read_all()
+        may_wait = not plan.enough(read)
+    if may_wait and plan.bytes_ready() < plan.min_bytes:
         await server.wait_for_data(
             plan.keys(), max_wait_ms, lambda: plan.bytes_ready() >= plan.min_bytes
         )
-    error, response_session_id, results = context.finish(await plan.read_all())
+        read = None
+    if read is None:
+        read = await plan.read_all()
+    error, response_session_id, results = context.finish(read)
     stats = server.stats
     if stats is not None:
         _count_bytes_out(stats, plan.replica_id, results)
