@@ -14,12 +14,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.handlers.produce import _await_replication
-from odradek.broker.replica_manager import Partition, ReplicaManager
-from odradek.broker.timing_wheel import Timer, TimerDriver
+from odradek.broker.replica_manager import Partition
 from odradek.storage.config import LogConfig
-from odradek.storage.log_manager import LogManager
+from tests.helpers.purgatory import replicas_and_purgatory
 from tests.storage.conftest import make_batch
 
 Scenario = Callable[[Any], Awaitable[None]]
@@ -29,23 +27,10 @@ def run(tmp_path: Path, scenario: Scenario) -> None:
     """Run ``scenario(server)`` on a fresh event loop with a real timing wheel."""
 
     async def main() -> None:
-        manager = LogManager(tmp_path, LogConfig())
-        manager.startup()
-        timer = Timer()
-        waiters = FetchWaiters(timer)
-        driver = TimerDriver(timer)
-        driver.start()
-        rm = ReplicaManager(1, manager, on_data_appended=waiters.notify)
-        rm.isr_writer = lambda p, isr, _reason: rm.apply_isr_change(p, isr)
-        config = LogConfig.from_properties({"min.insync.replicas": "2"}, base=LogConfig())
-        rm.become_leader("t", 0, config, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
-        try:
+        async with replicas_and_purgatory(tmp_path) as (rm, waiters):
+            config = LogConfig.from_properties({"min.insync.replicas": "2"}, base=LogConfig())
+            rm.become_leader("t", 0, config, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
             await scenario(types.SimpleNamespace(replica_manager=rm, wait_for_data=waiters.wait))
-        finally:
-            waiters.close()
-            driver.stop()
-            await driver.wait_stopped()
-            manager.shutdown()
 
     asyncio.run(main())
 

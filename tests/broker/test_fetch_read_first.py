@@ -14,13 +14,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.fetch_session import FetchManager, FetchSessionCache
 from odradek.broker.handlers.fetch import handle_fetch
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.storage.config import LogConfig
-from odradek.storage.log_manager import LogManager
+from tests.helpers.purgatory import replicas_and_purgatory
 from tests.storage.conftest import make_batch
 
 Scenario = Callable[[Any, dict[str, int]], Awaitable[None]]
@@ -29,39 +26,27 @@ MAX_WAIT_S = 30.0  # far longer than any scenario may take: an answer must not w
 
 def run(tmp_path: Path, scenario: Scenario) -> None:
     async def main() -> None:
-        manager = LogManager(tmp_path, LogConfig())
-        manager.startup()
-        timer = Timer()
-        waiters = FetchWaiters(timer)
-        driver = TimerDriver(timer)
-        driver.start()
-        replicas = ReplicaManager(1, manager, on_data_appended=waiters.notify)
-        replicas.become_leader("t", 0, LogConfig(), leader_epoch=0, isr=[1], replicas=[1])
-        calls = {"read": 0, "bytes_available": 0}
-        for name in calls:
-            real = getattr(replicas, name)
+        async with replicas_and_purgatory(tmp_path) as (replicas, waiters):
+            replicas.become_leader("t", 0, LogConfig(), leader_epoch=0, isr=[1], replicas=[1])
+            calls = {"read": 0, "bytes_available": 0}
+            for name in calls:
+                real = getattr(replicas, name)
 
-            def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-                calls[_name] += 1
-                return _real(*args, **kw)
+                def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+                    calls[_name] += 1
+                    return _real(*args, **kw)
 
-            setattr(replicas, name, counted)
-        server = types.SimpleNamespace(
-            replica_manager=replicas,
-            fetch_manager=FetchManager(FetchSessionCache(10)),
-            wait_for_data=waiters.wait,
-            stats=None,
-            client_quotas=types.SimpleNamespace(enabled=lambda key: False),
-            request_quota=types.SimpleNamespace(throttle_now=lambda ctx: 0),
-            encode_fetch=lambda ctx, error, session, results, throttle_ms=0: results,
-        )
-        try:
+                setattr(replicas, name, counted)
+            server = types.SimpleNamespace(
+                replica_manager=replicas,
+                fetch_manager=FetchManager(FetchSessionCache(10)),
+                wait_for_data=waiters.wait,
+                stats=None,
+                client_quotas=types.SimpleNamespace(enabled=lambda key: False),
+                request_quota=types.SimpleNamespace(throttle_now=lambda ctx: 0),
+                encode_fetch=lambda ctx, error, session, results, throttle_ms=0: results,
+            )
             await scenario(server, calls)
-        finally:
-            waiters.close()
-            driver.stop()
-            await driver.wait_stopped()
-            manager.shutdown()
 
     asyncio.run(main())
 

@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.delayed_fetch import FetchWaiters
 from odradek.broker.offsets_topic import OFFSETS_TOPIC, OffsetsAppendError, OffsetsTopic
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.timing_wheel import Timer, TimerDriver
 from odradek.records.batch import Record, build_batch
 from odradek.storage.config import LogConfig
-from odradek.storage.log_manager import LogManager
+from tests.helpers.purgatory import replicas_and_purgatory
 
 Scenario = Callable[[OffsetsTopic, ReplicaManager], Awaitable[None]]
 RECORDS = [(b"k1", b"v1"), (b"k2", b"v2")]
@@ -27,29 +25,19 @@ RECORDS = [(b"k1", b"v1"), (b"k2", b"v2")]
 
 def run(tmp_path: Path, scenario: Scenario, *, timeout_ms: int = 10000) -> None:
     async def main() -> None:
-        manager = LogManager(tmp_path, LogConfig())
-        manager.startup()
-        timer = Timer()
-        waiters = FetchWaiters(timer)
-        driver = TimerDriver(timer)
-        driver.start()
-        rm = ReplicaManager(1, manager, on_data_appended=waiters.notify)
-        rm.isr_writer = lambda p, isr, _reason: rm.apply_isr_change(p, isr)
-        config = LogConfig.from_properties({"min.insync.replicas": "2"}, base=LogConfig())
-        rm.become_leader(OFFSETS_TOPIC, 0, config, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
-        settings = {"offsets.topic.num.partitions": 1, "offsets.commit.timeout.ms": timeout_ms}
-        server: Any = types.SimpleNamespace(
-            replica_manager=rm,
-            wait_for_data=waiters.wait,
-            config=types.SimpleNamespace(get=settings.__getitem__),
-        )
-        try:
+        async with replicas_and_purgatory(tmp_path) as (rm, waiters):
+            config = LogConfig.from_properties({"min.insync.replicas": "2"}, base=LogConfig())
+            rm.become_leader(OFFSETS_TOPIC, 0, config, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+            settings = {
+                "offsets.topic.num.partitions": 1,
+                "offsets.commit.timeout.ms": timeout_ms,
+            }
+            server: Any = types.SimpleNamespace(
+                replica_manager=rm,
+                wait_for_data=waiters.wait,
+                config=types.SimpleNamespace(get=settings.__getitem__),
+            )
             await scenario(OffsetsTopic(server), rm)
-        finally:
-            waiters.close()
-            driver.stop()
-            await driver.wait_stopped()
-            manager.shutdown()
 
     asyncio.run(main())
 
