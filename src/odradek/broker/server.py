@@ -144,7 +144,7 @@ class KafkaServer:
         self.controller: Controller | None = None
         self._stopped = asyncio.Event()
         self._handlers: dict[int, Handler] = dict(HANDLERS)
-        self.api_versions_cache: dict[int, Any] = {}  # ApiVersions answers by version
+        self.api_versions_cache: dict[int, bytes] = {}  # ApiVersions bodies by version
         # authorizer.class.name set: ACLs decide every request (security.enforcement).
         self.authorizer: AclAuthorizer | None = None
         self._enforcer: Enforcer | None = None

@@ -15,6 +15,7 @@ from odradek.broker.security.metadata_access import (
     describe_cluster_operations,
 )
 from odradek.cluster.metadata import MetadataError, TopicMetadata
+from odradek.protocol.codec import encode_response_body
 from odradek.protocol.metadata_encoder import (
     encode_metadata_body,
     encode_topic,
@@ -28,25 +29,26 @@ if TYPE_CHECKING:
 
 
 async def handle_api_versions(server: KafkaServer, ctx: RequestContext, request: Any) -> Any:
-    # The answer only depends on the version asked: build it once per version (building
-    # it costs more than the rest of the request, and clients send one per connection).
+    # The answer only depends on the version asked: its body is encoded once per version
+    # and framed with each request's correlation id. (Encoding the ~90 API keys took
+    # ~170 us in process, nine tenths of the request; clients send one per connection.)
     version = ctx.header.api_version
-    cached = server.api_versions_cache.get(version)
-    if cached is not None:
-        return cached
-    response = respond(
-        ctx,
-        {
-            "error_code": ErrorCode.none,
-            "api_keys": [
-                {"api_key": key, "min_version": low, "max_version": high}
-                for key, (low, high) in sorted(server.advertised_versions().items())
-            ],
-            "throttle_time": 0,
-        },
-    )
-    server.api_versions_cache[version] = response
-    return response
+    body = server.api_versions_cache.get(version)
+    if body is None:
+        response = respond(
+            ctx,
+            {
+                "error_code": ErrorCode.none,
+                "api_keys": [
+                    {"api_key": key, "min_version": low, "max_version": high}
+                    for key, (low, high) in sorted(server.advertised_versions().items())
+                ],
+                "throttle_time": 0,
+            },
+        )
+        body = encode_response_body(response)
+        server.api_versions_cache[version] = body
+    return framed(ctx, body)
 
 
 def _endpoints(server: KafkaServer, ctx: RequestContext) -> list[tuple[int, str, int, Any]]:
