@@ -21,55 +21,19 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import timeit
-from collections.abc import Callable
 
 from bench_ingest import fetch_frame, produce_frame
-from bench_produce_path import StubTransport
+from bench_produce_path import before_src_figures, best_us, broker_and_connection, feeder
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import encode_request
 
-ROUNDS = 7
 API_VERSIONS, API_VERSIONS_VERSION = 18, 3
 
 
 async def measure(requests: int) -> dict[str, float]:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from odradek.broker.config import BrokerConfig
-    from odradek.broker.connection import Connection
-    from odradek.broker.server import KafkaServer
-
-    data = tempfile.mkdtemp(prefix="bench-fetch-path-")
-    config = BrokerConfig.load(None, ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dir={data}"])
-    server = KafkaServer(config)
-    await server.start()
-    network = server.networks[0]
-
-    def create() -> None:
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{network.port}"})
-        admin.create_topics([NewTopic("small", 1, 1)])["small"].result(30)
-
-    await asyncio.get_running_loop().run_in_executor(None, create)
-    connection = Connection(network)
-    transport = StubTransport()
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    for _ in range(5):  # the connection's tasks reach their waits
-        await asyncio.sleep(0)
-
-    def feeder(frame: bytes) -> Callable[[], None]:
-        def feed() -> None:
-            buffer = connection.get_buffer(len(frame))
-            buffer[: len(frame)] = frame
-            connection.buffer_updated(len(frame))
-
-        return feed
-
-    feeder(produce_frame("small", [b"x" * 100]))()
+    server, connection, transport = await broker_and_connection("bench-fetch-path-")
+    feeder(connection, produce_frame("small", [b"x" * 100]))()
     for _ in range(5):
         await asyncio.sleep(0)
     figures: dict[str, float] = {}
@@ -83,15 +47,14 @@ async def measure(requests: int) -> dict[str, float]:
         "baseline": encode_request(API_VERSIONS_VERSION, 8, "bench", api_versions),
     }
     for name, frame in frames.items():
-        feed = feeder(frame)
+        feed = feeder(connection, frame)
         answered = transport.answers
         for _ in range(2000):
             feed()
         await asyncio.sleep(0)
         if transport.answers - answered != 2000:
             raise RuntimeError(f"{name}: a request was not answered at once")
-        rounds = timeit.repeat(feed, number=requests, repeat=ROUNDS)
-        figures[name] = min(rounds) / requests * 1e6
+        figures[name] = best_us(feed, requests)
     await server.shutdown()
     return figures
 
@@ -115,12 +78,7 @@ def main() -> int:
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     runs = [("this checkout", child(args.requests))]
     for src in args.before_src:
-        env = {**os.environ, "PYTHONPATH": src}
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", "--requests", str(args.requests)],
-            env=env, check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
-        runs.append((f"before ({src})", json.loads(out.strip().splitlines()[-1])))
+        runs.append((f"before ({src})", before_src_figures(__file__, args.requests, src)))
     for name, figures in runs:
         fetch, baseline = figures["fetch"], figures["baseline"]
         print(f"\n== {name} ==")

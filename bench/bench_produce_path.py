@@ -74,15 +74,17 @@ def best_us(work: Callable[[], object], requests: int) -> float:
     return min(timeit.repeat(work, number=requests, repeat=ROUNDS)) / requests * 1e6
 
 
-async def measure(requests: int, components: bool) -> dict[str, float]:
-    import uvloop  # noqa: F401 - the loop the broker runs on (installed by main)
+async def broker_and_connection(prefix: str) -> tuple[Any, Any, StubTransport]:
+    """A real broker in this process (data in a new temporary directory named from
+    ``prefix``) with a one-partition topic ``small``, and one connection to it whose
+    transport is a stub: ``(server, connection, transport)``."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from odradek.broker.config import BrokerConfig
     from odradek.broker.connection import Connection
     from odradek.broker.server import KafkaServer
 
-    data = tempfile.mkdtemp(prefix="bench-produce-path-")
+    data = tempfile.mkdtemp(prefix=prefix)
     config = BrokerConfig.load(None, ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dir={data}"])
     server = KafkaServer(config)
     await server.start()
@@ -98,13 +100,37 @@ async def measure(requests: int, components: bool) -> dict[str, float]:
     connection.connection_made(transport)  # type: ignore[arg-type]
     for _ in range(5):  # the connection's tasks reach their waits
         await asyncio.sleep(0)
-    frame = produce_frame("small", [b"x" * 100], acks=-1)
+    return server, connection, transport
 
-    def one() -> None:
+
+def feeder(connection: Any, frame: bytes) -> Callable[[], None]:
+    """What feeds ``frame`` to ``connection`` as one socket read."""
+
+    def feed() -> None:
         buffer = connection.get_buffer(len(frame))
         buffer[: len(frame)] = frame
         connection.buffer_updated(len(frame))
 
+    return feed
+
+
+def before_src_figures(script: str, requests: int, src: str) -> dict[str, float]:
+    """``script --child --requests N`` run on another checkout's ``src``: its figures."""
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run(
+        [sys.executable, script, "--child", "--requests", str(requests)],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+async def measure(requests: int, components: bool) -> dict[str, float]:
+    import uvloop  # noqa: F401 - the loop the broker runs on (installed by main)
+
+    server, connection, transport = await broker_and_connection("bench-produce-path-")
+    network = server.networks[0]
+    frame = produce_frame("small", [b"x" * 100], acks=-1)
+    one = feeder(connection, frame)
     for _ in range(2000):
         one()
     figures = {"whole": best_us(one, requests)}
@@ -179,12 +205,7 @@ def main() -> int:
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     runs = [("this checkout", child(args.requests, components=True))]
     for src in args.before_src:
-        env = {**os.environ, "PYTHONPATH": src}
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", "--requests", str(args.requests)],
-            env=env, check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
-        runs.append((f"before ({src})", json.loads(out.strip().splitlines()[-1])))
+        runs.append((f"before ({src})", before_src_figures(__file__, args.requests, src)))
     for name, figures in runs:
         whole, baseline = figures["whole"], figures["baseline"]
         print(f"\n== {name} ==")
