@@ -64,6 +64,11 @@ def _answer(error_code: int) -> bytes:
 _ANSWERS = {0: _answer(0), CORRUPT_MESSAGE: _answer(CORRUPT_MESSAGE)}
 
 
+def _batch_size(frame: memoryview, batch_at: int) -> int:
+    """The size of the batch at ``batch_at`` in ``frame``, from its batchLength."""
+    return 12 + _SIZE.unpack_from(frame, batch_at + _LENGTH_AT)[0]
+
+
 def _crc_ok(batch: memoryview) -> bool:
     return crc32c.crc32c(batch[_CRC_FROM:]) == _CRC.unpack_from(batch, _CRC_AT)[0]
 
@@ -120,7 +125,7 @@ def serve_write(conn: socket.socket, files: SegmentFiles, batch_at: int) -> None
         frame = memoryview(buffer)[:size]
         if not _recv_exact(conn, frame):
             return
-        batch = frame[batch_at : batch_at + 12 + _SIZE.unpack_from(frame, batch_at + 8)[0]]
+        batch = frame[batch_at : batch_at + _batch_size(frame, batch_at)]
         ok = _crc_ok(batch)
         if ok:
             fd, position = files.reserve(len(batch))
@@ -146,7 +151,7 @@ def serve_thread(conn: socket.socket, files: SegmentFiles, batch_at: int) -> Non
             frame = memoryview(buffers[turn])[:size]
             if not _recv_exact(conn, frame):
                 break
-            batch = frame[batch_at : batch_at + 12 + _SIZE.unpack_from(frame, batch_at + 8)[0]]
+            batch = frame[batch_at : batch_at + _batch_size(frame, batch_at)]
             ok = _crc_ok(batch)
             fd, position = files.reserve(len(batch)) if ok else (-1, 0)
             in_use[turn] = writer.submit(_write_and_reply, conn, fd, batch, position, frame, ok)
@@ -173,7 +178,7 @@ def serve_splice(conn: socket.socket, files: SegmentFiles, batch_at: int) -> Non
             frame = memoryview(head)
             if not _recv_exact(conn, frame):
                 return
-            batch_size = 12 + _SIZE.unpack_from(frame, batch_at + 8)[0]
+            batch_size = _batch_size(frame, batch_at)
             fd, position = files.reserve(batch_size)
             os.pwrite(fd, frame[batch_at:], position)
             moved = 12
