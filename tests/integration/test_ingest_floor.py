@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import struct
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.broker import free_port, wait_for_port
+from tests.helpers.raw import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -31,17 +31,9 @@ def _batch(frame: bytes, offset: int) -> bytes:
     return frame[start : start + 12 + length]
 
 
-def _read_answer(sock: socket.socket) -> bytearray:
-    def exact(n: int) -> bytearray:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            assert chunk, "the floor server closed the connection"
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
+def _read_answer(client: RawClient) -> bytes:
+    (size,) = struct.unpack(">i", client.read(4))
+    return client.read(size)
 
 
 @pytest.mark.parametrize("mode", ["write", "thread", "splice"])
@@ -65,10 +57,11 @@ def test_floor_checks_the_crc_and_writes_what_it_accepts(mode: str, tmp_path: Pa
     )  # fmt: skip
     try:
         wait_for_port(port, 30, proc)
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        client = RawClient(port)
+        with client.sock:
             for frame, _ in frames:  # pipelined: every frame before any answer
-                sock.sendall(frame)
-            codes = [produce_error_code(_read_answer(sock)) for _ in frames]
+                client.sock.sendall(frame)
+            codes = [produce_error_code(bytearray(_read_answer(client))) for _ in frames]
     finally:
         proc.terminate()
         proc.wait(10)
