@@ -23,7 +23,7 @@ import json
 import os
 
 from bench_ingest import fetch_frame, produce_frame
-from bench_produce_path import before_src_figures, best_us, broker_and_connection, feeder
+from bench_produce_path import best_us, broker_and_connection, feeder, print_ratios, runs_of
 
 from odradek.protocol.build import build_request
 from odradek.protocol.codec import encode_request
@@ -76,19 +76,13 @@ def main() -> int:
         print(json.dumps(child(args.requests)))
         return 0
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    runs = [("this checkout", child(args.requests))]
-    for src in args.before_src:
-        runs.append((f"before ({src})", before_src_figures(__file__, args.requests, src)))
+    runs = runs_of(__file__, args.requests, args.before_src, child(args.requests))
     for name, figures in runs:
         fetch, baseline = figures["fetch"], figures["baseline"]
         print(f"\n== {name} ==")
         print(f"Fetch, one record ready: {fetch:.1f} us, x{fetch / baseline:.2f} of the baseline")
         print(f"baseline, ApiVersions on the same connection: {baseline:.1f} us")
-    if len(runs) > 1:
-        print()
-        mine = runs[0][1]["fetch"]
-        for name, figures in runs[1:]:
-            print(f"this checkout / {name}: x{mine / figures['fetch']:.2f} per Fetch")
+    print_ratios(runs, "fetch", "Fetch")
     return 0
 
 

@@ -114,6 +114,25 @@ def feeder(connection: Any, frame: bytes) -> Callable[[], None]:
     return feed
 
 
+def runs_of(
+    script: str, requests: int, before_src: list[str], mine: dict[str, float]
+) -> list[tuple[str, dict[str, float]]]:
+    """This checkout's figures (``mine``), then each ``--before-src`` checkout's, named."""
+    runs = [("this checkout", mine)]
+    for src in before_src:
+        runs.append((f"before ({src})", before_src_figures(script, requests, src)))
+    return runs
+
+
+def print_ratios(runs: list[tuple[str, dict[str, float]]], key: str, per: str) -> None:
+    """This checkout's ``key`` figure against each other run's."""
+    if len(runs) > 1:
+        print()
+        mine = runs[0][1][key]
+        for name, figures in runs[1:]:
+            print(f"this checkout / {name}: x{mine / figures[key]:.2f} per {per}")
+
+
 def before_src_figures(script: str, requests: int, src: str) -> dict[str, float]:
     """``script --child --requests N`` run on another checkout's ``src``: its figures."""
     env = {**os.environ, "PYTHONPATH": src}
@@ -203,9 +222,8 @@ def main() -> int:
         print(json.dumps(child(args.requests, components=False)))
         return 0
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    runs = [("this checkout", child(args.requests, components=True))]
-    for src in args.before_src:
-        runs.append((f"before ({src})", before_src_figures(__file__, args.requests, src)))
+    mine = child(args.requests, components=True)
+    runs = runs_of(__file__, args.requests, args.before_src, mine)
     for name, figures in runs:
         whole, baseline = figures["whole"], figures["baseline"]
         print(f"\n== {name} ==")
@@ -218,11 +236,7 @@ def main() -> int:
             print(f"  the log append: {append - read:.2f} us")
             print(f"  the replica manager around it: {replicas - append:.2f} us")
             print(f"  the answer around that: {answer - replicas:.2f} us")
-    if len(runs) > 1:
-        print()
-        mine = runs[0][1]["whole"]
-        for name, figures in runs[1:]:
-            print(f"this checkout / {name}: x{mine / figures['whole']:.2f} per request")
+    print_ratios(runs, "whole", "request")
     return 0
 
 
